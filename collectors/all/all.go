@@ -1,0 +1,56 @@
+// Package all lists every collector of the exporter, so that the binary, the
+// generated RBAC rules and the metric reference agree on one list.
+package all
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+// Options are the process-level settings collectors take from flags.
+type Options struct {
+	Config         *config.Config
+	StallThreshold time.Duration // --stall.threshold
+	Logger         *slog.Logger
+	Now            func() time.Time // nil: time.Now
+}
+
+// Collectors constructs every known collector, enabled or not, in start order.
+func Collectors(o Options) []collectors.Collector {
+	if o.Config == nil {
+		o.Config = config.Default()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StallThreshold == 0 {
+		o.StallThreshold = config.DefaultStallThreshold
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return []collectors.Collector{
+		rollouts.New(o.Config, o.StallThreshold, o.Logger, o.Now),
+	}
+}
+
+// Resources returns every resource any collector reads, deduplicated, in a
+// stable order: what the exporter's ClusterRole must allow to list and watch.
+func Resources() []informers.Resource {
+	seen := map[informers.Resource]bool{}
+	var out []informers.Resource
+	for _, c := range Collectors(Options{}) {
+		for _, r := range c.Resources() {
+			if !seen[r] {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}

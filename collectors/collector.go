@@ -1,0 +1,33 @@
+// Package collectors defines the contract every collector of the exporter
+// implements. A collector is a thin adapter: it asks the shared informer
+// factory for the resources it reads, turns objects into compact records for
+// a pure tracker, and turns the tracker's observations into metrics. One
+// subpackage per concern (rollouts, pods, endpoints, watch, ...).
+package collectors
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+// Collector is one concern of the exporter.
+//
+// The exporter calls Register once, then checks that it may list and watch
+// every resource in Resources (a forbidden resource disables the collector:
+// kube_convergence_collector_up is 0 and it is left out of readiness), then
+// calls Start, then starts the informers. Start must not block: it attaches
+// event handlers and starts its own goroutines, which end when ctx is done.
+type Collector interface {
+	// Name is the collector's name in the config file, in logs and in the
+	// `collector` label.
+	Name() string
+	// Resources lists the API resources the collector lists and watches.
+	Resources() []informers.Resource
+	// Register registers the collector's metrics on reg.
+	Register(reg prometheus.Registerer) error
+	// Start attaches the collector to its informers.
+	Start(ctx context.Context, f *informers.Factory) error
+}

@@ -1,0 +1,218 @@
+// Package rollouts is the collector of rollout convergence: for every spec
+// write of a Deployment, StatefulSet or DaemonSet, how long until the
+// controller observed it, the replicas were updated and available, and the
+// new pods were ready endpoints of their Services; and, while it is not
+// converged, since when and why. The logic is in package tracker; this
+// package adapts informers to it and its events to metrics.
+package rollouts
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// Name is the collector's name in the config file and the collector label.
+const Name = config.Rollouts
+
+// Collector times rollouts.
+type Collector struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	now    func() time.Time
+	m      *metrics
+
+	mu              sync.Mutex // guards tr and the maps below; handlers of different informers run concurrently
+	tr              *tracker.RolloutTracker
+	seenInProgress  map[[2]string]bool
+	droppedEpisodes map[string]bool
+
+	view *view
+}
+
+// New returns the rollouts collector. stall is --stall.threshold; the
+// config file may override it per kind.
+func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
+	return &Collector{
+		cfg:    cfg,
+		logger: logger.With("collector", Name),
+		now:    now,
+		m:      newMetrics(),
+		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
+			Thresholds: latency.RolloutBuckets,
+			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
+		}),
+		seenInProgress:  map[[2]string]bool{},
+		droppedEpisodes: map[string]bool{},
+	}
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return Name }
+
+// Resources implements collectors.Collector: the workloads, and what their
+// stall reasons and endpoints stage read.
+func (c *Collector) Resources() []informers.Resource {
+	return []informers.Resource{
+		informers.Deployments, informers.StatefulSets, informers.DaemonSets, informers.ReplicaSets,
+		informers.Pods, informers.Nodes, informers.Services, informers.EndpointSlices,
+	}
+}
+
+// Register implements collectors.Collector.
+func (c *Collector) Register(reg prometheus.Registerer) error {
+	if err := c.m.register(reg); err != nil {
+		return err
+	}
+	return reg.Register(scrape{c})
+}
+
+// Start implements collectors.Collector. Workload handlers are attached only
+// once the pods, replica sets, services and slices they read have synced, so
+// the initial list is judged on complete facts (adding a handler to a running
+// informer replays its cache as the initial list).
+func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+	get := func(r informers.Resource) cache.SharedIndexInformer {
+		inf, err := f.Informer(r)
+		if err != nil {
+			panic(err) // every resource of Resources() is known to the factory
+		}
+		return inf
+	}
+	c.view = &view{
+		pods: get(informers.Pods), replicaSets: get(informers.ReplicaSets), nodes: get(informers.Nodes),
+		services: get(informers.Services), slices: get(informers.EndpointSlices),
+		deployments: get(informers.Deployments), statefulSets: get(informers.StatefulSets), daemonSets: get(informers.DaemonSets),
+	}
+	facts := []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.nodes, c.view.services, c.view.slices}
+	for _, inf := range facts {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onFact(obj) },
+			UpdateFunc: func(_, obj any) { c.onFact(obj) },
+			DeleteFunc: func(obj any) { c.onFact(obj) },
+		}); err != nil {
+			return fmt.Errorf("rollouts: add handler: %w", err)
+		}
+	}
+	go func() {
+		syncs := make([]cache.InformerSynced, 0, len(facts))
+		for _, inf := range facts {
+			syncs = append(syncs, inf.HasSynced)
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+			return
+		}
+		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
+				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
+				DeleteFunc: c.onWorkloadDelete,
+			}); err != nil {
+				c.logger.Error("cannot watch workloads", "err", err)
+			}
+		}
+		c.tickLoop(ctx)
+	}()
+	return nil
+}
+
+// tickLoop reports threshold crossings of open episodes every second.
+func (c *Collector) tickLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.mu.Lock()
+			c.observe(c.tr.Tick(c.now()))
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *Collector) onWorkload(obj any, initial bool) {
+	w, ok := c.view.record(obj)
+	if !ok {
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observe(c.tr.Observe(w, now, initial))
+}
+
+func (c *Collector) onWorkloadDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	uid := ""
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		uid = string(o.UID)
+	case *appsv1.StatefulSet:
+		uid = string(o.UID)
+	case *appsv1.DaemonSet:
+		uid = string(o.UID)
+	default:
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observe(c.tr.Delete(uid, now))
+}
+
+// onFact re-evaluates the open episodes a pod, replica set, node, service or
+// slice change may affect. Settled workloads are not re-evaluated: nothing
+// but a new generation opens an episode.
+func (c *Collector) onFact(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var targets []tracker.Episode
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		if uid := c.view.workloadOf(o); uid != "" && c.tr.IsOpen(uid) {
+			targets = c.openIn(o.Namespace, uid)
+		}
+	case *appsv1.ReplicaSet:
+		targets = c.openIn(o.Namespace, ownerUID(o))
+	case *corev1.Node:
+		targets = c.openIn("", "") // node readiness can affect any workload's stall reason
+	case interface{ GetNamespace() string }:
+		targets = c.openIn(o.GetNamespace(), "")
+	}
+	for _, ep := range targets {
+		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID {
+			c.observe(c.tr.Observe(w, now, false))
+		}
+	}
+}
+
+// openIn returns open episodes, filtered by namespace and uid when given.
+func (c *Collector) openIn(namespace, uid string) []tracker.Episode {
+	var out []tracker.Episode
+	for _, ep := range c.tr.Open() {
+		if (namespace == "" || ep.Namespace == namespace) && (uid == "" || ep.UID == uid) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}

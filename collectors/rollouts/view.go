@@ -1,0 +1,172 @@
+package rollouts
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// view reads the informer caches to complete a workload's record with the
+// facts that live in other objects: its pods (stall reason), and the
+// EndpointSlices of the Services selecting them (endpoints stage).
+type view struct {
+	pods, replicaSets, nodes, services, slices cache.SharedIndexInformer
+	deployments, statefulSets, daemonSets      cache.SharedIndexInformer
+}
+
+// record builds the full record of a workload object.
+func (v *view) record(obj any) (tracker.Workload, bool) {
+	var w tracker.Workload
+	var pods []*corev1.Pod
+	var isNew func(*corev1.Pod) bool
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		w = records.Deployment(o)
+		rev := o.Annotations["deployment.kubernetes.io/revision"]
+		newRS := map[string]bool{}
+		for _, rs := range byIndex[*appsv1.ReplicaSet](v.replicaSets, informers.IndexOwner, string(o.UID)) {
+			if rev != "" && rs.Annotations["deployment.kubernetes.io/revision"] == rev {
+				newRS[string(rs.UID)] = true
+			}
+			pods = append(pods, byIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
+		}
+		isNew = func(p *corev1.Pod) bool { return newRS[ownerUID(p)] }
+	case *appsv1.StatefulSet:
+		w = records.StatefulSet(o)
+		pods = byIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
+		rev := o.Status.UpdateRevision
+		isNew = func(p *corev1.Pod) bool { return rev != "" && p.Labels[appsv1.ControllerRevisionHashLabelKey] == rev }
+	case *appsv1.DaemonSet:
+		w = records.DaemonSet(o)
+		pods = byIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
+		gen := o.Annotations["deprecated.daemonset.template.generation"]
+		isNew = func(p *corev1.Pod) bool { return gen != "" && p.Labels["pod-template-generation"] == gen }
+	default:
+		return w, false
+	}
+	var reasons []string
+	eps := make([]tracker.EndpointPod, 0, len(pods))
+	for _, p := range pods {
+		n := isNew(p)
+		if n {
+			if r := tracker.NotReadyReason(records.PodFacts(p, v.nodeReady)); r != "" {
+				reasons = append(reasons, r)
+			}
+		}
+		eps = append(eps, tracker.EndpointPod{UID: string(p.UID), New: n, Ready: records.PodReady(p), Terminating: p.DeletionTimestamp != nil})
+	}
+	w.PodReason = tracker.DominantReason(reasons)
+	w.Endpoints = tracker.EndpointsState(eps, v.servicesSelecting(w.Namespace, pods), v.podExists)
+	return w, true
+}
+
+// servicesSelecting returns the Services of namespace whose selector matches
+// at least one of pods, with the pods their slices list as ready endpoints.
+func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker.ServiceSlices {
+	if len(pods) == 0 {
+		return nil
+	}
+	var out []tracker.ServiceSlices
+	for _, svc := range byIndex[*corev1.Service](v.services, cache.NamespaceIndex, namespace) {
+		if len(svc.Spec.Selector) == 0 {
+			continue // endpoints managed by hand: not the controller's chain
+		}
+		sel := labels.SelectorFromSet(svc.Spec.Selector)
+		match := false
+		for _, p := range pods {
+			if sel.Matches(labels.Set(p.Labels)) {
+				match = true
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		ready := map[string]bool{}
+		for _, s := range byIndex[*discoveryv1.EndpointSlice](v.slices, informers.IndexService, namespace+"/"+svc.Name) {
+			for _, e := range s.Endpoints {
+				if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
+					continue
+				}
+				// The API says a nil ready condition is to be read as true.
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					ready[string(e.TargetRef.UID)] = true
+				}
+			}
+		}
+		out = append(out, tracker.ServiceSlices{PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses, Ready: ready})
+	}
+	return out
+}
+
+func (v *view) podExists(uid string) bool {
+	objs, err := v.pods.GetIndexer().ByIndex(informers.IndexUID, uid)
+	return err == nil && len(objs) > 0
+}
+
+func (v *view) nodeReady(name string) bool {
+	obj, ok, err := v.nodes.GetIndexer().GetByKey(name)
+	if err != nil || !ok {
+		return true
+	}
+	n, ok := obj.(*corev1.Node)
+	return !ok || records.NodeReady(n)
+}
+
+// workloadOf returns the UID of the workload controlling p: its
+// StatefulSet or DaemonSet, or the Deployment of its ReplicaSet.
+func (v *view) workloadOf(p *corev1.Pod) string {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil {
+		return ""
+	}
+	if ref.Kind != "ReplicaSet" {
+		return string(ref.UID)
+	}
+	obj, ok, err := v.replicaSets.GetIndexer().GetByKey(p.Namespace + "/" + ref.Name)
+	if err != nil || !ok {
+		return ""
+	}
+	return ownerUID(obj.(*appsv1.ReplicaSet))
+}
+
+// lookup returns the current record of a workload by kind and name.
+func (v *view) lookup(kind tracker.Kind, namespace, name string) (tracker.Workload, bool) {
+	inf := map[tracker.Kind]cache.SharedIndexInformer{
+		tracker.Deployment: v.deployments, tracker.StatefulSet: v.statefulSets, tracker.DaemonSet: v.daemonSets,
+	}[kind]
+	obj, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return tracker.Workload{}, false
+	}
+	return v.record(obj)
+}
+
+func ownerUID(o metav1.Object) string {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return string(ref.UID)
+	}
+	return ""
+}
+
+// byIndex lists the objects of inf under an index value, typed.
+func byIndex[T any](inf cache.SharedIndexInformer, index, value string) []T {
+	objs, err := inf.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}

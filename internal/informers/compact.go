@@ -1,0 +1,180 @@
+package informers
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/fnv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations that Compact writes into cached copies only (never to the API
+// server), carrying what it extracted from the fields it dropped.
+const (
+	// AnnotationSpecWriteTime is the newest managedFields time of an entry
+	// that touches f:spec (RFC 3339, one-second precision): the API-side
+	// time of the last spec write.
+	AnnotationSpecWriteTime = "kube-convergence.io/spec-write-time"
+	// AnnotationTemplateHash hashes the pod template, to tell a template
+	// change from a scale or another spec change.
+	AnnotationTemplateHash = "kube-convergence.io/template-hash"
+	// AnnotationOtherHash hashes the spec without template and replicas.
+	AnnotationOtherHash = "kube-convergence.io/other-spec-hash"
+)
+
+// Annotations of the API objects that the collectors read; all others are
+// dropped (kubectl's last-applied-configuration alone is often kilobytes).
+var keptAnnotations = map[string]bool{
+	"deployment.kubernetes.io/revision":                true,
+	"deprecated.daemonset.template.generation":         true,
+	"endpoints.kubernetes.io/last-change-trigger-time": true,
+}
+
+// Compact is the informers' transform: it extracts what the collectors need
+// from managedFields and the pod template, then drops them and everything
+// else unused, so the cache holds compact records. managedFields alone are
+// about 2-4 KB per pod (FACTS.md). Objects it does not know pass unchanged.
+func Compact(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		compactMeta(&o.ObjectMeta)
+		compactPod(o)
+	case *appsv1.Deployment:
+		compactMeta(&o.ObjectMeta)
+		spec := o.Spec
+		spec.Template = corev1.PodTemplateSpec{}
+		spec.Replicas = nil
+		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *appsv1.StatefulSet:
+		compactMeta(&o.ObjectMeta)
+		spec := o.Spec
+		spec.Template = corev1.PodTemplateSpec{}
+		spec.Replicas = nil
+		spec.VolumeClaimTemplates = nil
+		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.VolumeClaimTemplates = nil
+	case *appsv1.DaemonSet:
+		compactMeta(&o.ObjectMeta)
+		spec := o.Spec
+		spec.Template = corev1.PodTemplateSpec{}
+		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *appsv1.ReplicaSet:
+		compactMeta(&o.ObjectMeta)
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *corev1.Node:
+		// Only readiness matters (node_not_ready); node status is large.
+		compactMeta(&o.ObjectMeta)
+		var ready []corev1.NodeCondition
+		for _, c := range o.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = append(ready, c)
+			}
+		}
+		o.Spec = corev1.NodeSpec{Unschedulable: o.Spec.Unschedulable}
+		o.Status = corev1.NodeStatus{Conditions: ready}
+	case *corev1.Service:
+		compactMeta(&o.ObjectMeta)
+		o.Spec = corev1.ServiceSpec{Selector: o.Spec.Selector, PublishNotReadyAddresses: o.Spec.PublishNotReadyAddresses, Type: o.Spec.Type}
+		o.Status = corev1.ServiceStatus{}
+	case *discoveryv1.EndpointSlice:
+		compactMeta(&o.ObjectMeta)
+		o.Ports = nil
+		for i := range o.Endpoints {
+			e := &o.Endpoints[i]
+			e.Addresses, e.Hints, e.Hostname, e.Zone, e.DeprecatedTopology = nil, nil, nil, nil, nil
+		}
+	}
+	return obj, nil
+}
+
+func compactMeta(m *metav1.ObjectMeta) {
+	var newest time.Time
+	for _, f := range m.ManagedFields {
+		if f.Time == nil || f.FieldsV1 == nil || !bytes.Contains(f.FieldsV1.GetRawBytes(), []byte(`"f:spec"`)) {
+			continue
+		}
+		if t := f.Time.Time; t.After(newest) {
+			newest = t
+		}
+	}
+	m.ManagedFields = nil
+	kept := map[string]string{}
+	for k, v := range m.Annotations {
+		if keptAnnotations[k] {
+			kept[k] = v
+		}
+	}
+	if !newest.IsZero() {
+		kept[AnnotationSpecWriteTime] = newest.UTC().Format(time.RFC3339)
+	}
+	m.Annotations = kept
+}
+
+// setHashes records the hash of the pod template and of the rest of the spec
+// (other must already have template and replicas cleared).
+func setHashes(m *metav1.ObjectMeta, template *corev1.PodTemplateSpec, other interface{ Marshal() ([]byte, error) }) {
+	m.Annotations[AnnotationTemplateHash] = hashOf(template)
+	m.Annotations[AnnotationOtherHash] = hashOf(other)
+}
+
+// hashOf hashes an object's protobuf encoding. Protobuf marshalling of the
+// generated types is deterministic (fields in tag order, maps sorted).
+func hashOf(o interface{ Marshal() ([]byte, error) }) string {
+	b, err := o.Marshal()
+	if err != nil {
+		return ""
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	var out [8]byte
+	binary.BigEndian.PutUint64(out[:], h.Sum64())
+	return string(hexOf(out[:]))
+}
+
+func hexOf(b []byte) []byte {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 2*len(b))
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0xf]
+	}
+	return out
+}
+
+// compactPod keeps what the pod stages, not-ready reasons and endpoint
+// tracking read: owner, node, container names and readiness probes, phase,
+// conditions, container states.
+func compactPod(p *corev1.Pod) {
+	slim := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Image: c.Image, ReadinessProbe: c.ReadinessProbe, RestartPolicy: c.RestartPolicy}
+		}
+		return out
+	}
+	p.Spec = corev1.PodSpec{
+		NodeName:       p.Spec.NodeName,
+		InitContainers: slim(p.Spec.InitContainers),
+		Containers:     slim(p.Spec.Containers),
+		ReadinessGates: p.Spec.ReadinessGates,
+		SchedulerName:  p.Spec.SchedulerName,
+	}
+	slimStatus := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+		out := make([]corev1.ContainerStatus, len(ss))
+		for i, s := range ss {
+			out[i] = corev1.ContainerStatus{Name: s.Name, State: s.State, LastTerminationState: s.LastTerminationState, Ready: s.Ready, RestartCount: s.RestartCount, Started: s.Started}
+		}
+		return out
+	}
+	p.Status.InitContainerStatuses = slimStatus(p.Status.InitContainerStatuses)
+	p.Status.ContainerStatuses = slimStatus(p.Status.ContainerStatuses)
+	p.Status.EphemeralContainerStatuses = nil
+	p.Status.PodIPs, p.Status.HostIPs = nil, nil
+	p.Status.ResourceClaimStatuses = nil
+}

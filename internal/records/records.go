@@ -1,0 +1,149 @@
+// Package records turns API objects (as compacted by package informers) into
+// the plain records of package tracker. It is the only place that knows both
+// the API types and the tracker's: collectors stay short adapters and the
+// tracker never imports Kubernetes.
+package records
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// SpecWritten is the API-side time of the last spec write that Compact
+// extracted from managedFields; zero when unknown.
+func SpecWritten(m *metav1.ObjectMeta) time.Time {
+	t, err := time.Parse(time.RFC3339, m.Annotations[informers.AnnotationSpecWriteTime])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func base(kind tracker.Kind, m *metav1.ObjectMeta, observed int64) tracker.Workload {
+	return tracker.Workload{
+		Kind: kind, UID: string(m.UID), Namespace: m.Namespace, Name: m.Name,
+		Generation: m.Generation, ObservedGeneration: observed,
+		Created: m.CreationTimestamp.Time, SpecWritten: SpecWritten(m),
+		TemplateHash: m.Annotations[informers.AnnotationTemplateHash],
+		OtherHash:    m.Annotations[informers.AnnotationOtherHash],
+	}
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1 // the API default
+	}
+	return *r
+}
+
+// Deployment returns the record of d, without endpoint and pod facts.
+func Deployment(d *appsv1.Deployment) tracker.Workload {
+	w := base(tracker.Deployment, &d.ObjectMeta, d.Status.ObservedGeneration)
+	w.SpecReplicas = replicas(d.Spec.Replicas)
+	w.Paused = d.Spec.Paused
+	w.Status = tracker.Status{
+		Replicas: d.Status.Replicas, UpdatedReplicas: d.Status.UpdatedReplicas,
+		AvailableReplicas: d.Status.AvailableReplicas, ReadyReplicas: d.Status.ReadyReplicas,
+	}
+	for _, c := range d.Status.Conditions {
+		switch c.Type {
+		case appsv1.DeploymentProgressing:
+			w.Status.HasProgressing = true
+			w.Status.ProgressingReason = c.Reason
+			w.ProgressDeadlineExceeded = c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded"
+		case appsv1.DeploymentReplicaFailure:
+			w.ReplicaFailure = c.Status == corev1.ConditionTrue
+		}
+	}
+	return w
+}
+
+// StatefulSet returns the record of s, without endpoint and pod facts.
+func StatefulSet(s *appsv1.StatefulSet) tracker.Workload {
+	w := base(tracker.StatefulSet, &s.ObjectMeta, s.Status.ObservedGeneration)
+	w.SpecReplicas = replicas(s.Spec.Replicas)
+	w.OnDelete = s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
+	w.Status = tracker.Status{
+		Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas,
+		AvailableReplicas: s.Status.AvailableReplicas, ReadyReplicas: s.Status.ReadyReplicas,
+		CurrentRevision: s.Status.CurrentRevision, UpdateRevision: s.Status.UpdateRevision,
+	}
+	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		w.Status.Partition = *ru.Partition
+	}
+	return w
+}
+
+// DaemonSet returns the record of d, without endpoint and pod facts.
+func DaemonSet(d *appsv1.DaemonSet) tracker.Workload {
+	w := base(tracker.DaemonSet, &d.ObjectMeta, d.Status.ObservedGeneration)
+	w.OnDelete = d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+	w.Status = tracker.Status{
+		DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled,
+		NumberAvailable: d.Status.NumberAvailable, NumberUnavailable: d.Status.NumberUnavailable,
+	}
+	return w
+}
+
+// PodFacts returns what the not-ready classification reads from p.
+// nodeReady reports whether a node's Ready condition is True (unknown nodes
+// count as ready: no evidence against them).
+func PodFacts(p *corev1.Pod, nodeReady func(name string) bool) tracker.PodFacts {
+	f := tracker.PodFacts{
+		Phase:       string(p.Status.Phase),
+		Terminating: p.DeletionTimestamp != nil,
+		Ready:       PodReady(p),
+		Init:        containerStates(p.Status.InitContainerStatuses),
+		Containers:  containerStates(p.Status.ContainerStatuses),
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			f.Unschedulable = true
+		}
+	}
+	if p.Spec.NodeName != "" && nodeReady != nil && !nodeReady(p.Spec.NodeName) {
+		f.NodeNotReady = true
+	}
+	return f
+}
+
+// PodReady reports the pod's Ready condition.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func containerStates(ss []corev1.ContainerStatus) []tracker.ContainerState {
+	out := make([]tracker.ContainerState, len(ss))
+	for i, s := range ss {
+		c := tracker.ContainerState{Running: s.State.Running != nil, RestartCount: s.RestartCount}
+		if s.State.Waiting != nil {
+			c.WaitingReason = s.State.Waiting.Reason
+		}
+		if t := s.State.Terminated; t != nil {
+			c.Terminated, c.TerminatedExit = true, t.ExitCode
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// NodeReady reports a node's Ready condition.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

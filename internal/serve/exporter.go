@@ -1,0 +1,281 @@
+// Package serve runs the exporter: it connects to the API server, checks
+// what each collector may read, starts collectors and informers, tracks
+// readiness and serves the HTTP endpoints. cmd/ only parses flags and calls it.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+// Exporter is the running exporter: collectors over shared informers.
+type Exporter struct {
+	client     kubernetes.Interface
+	factory    *informers.Factory
+	collectors []collectors.Collector
+	logger     *slog.Logger
+	apiServer  string
+
+	up     *prometheus.GaugeVec
+	synced *prometheus.GaugeVec
+
+	mu        sync.Mutex
+	state     map[string]collectorState
+	reachErr  error // last error reaching the API server, until it answered
+	serverVer string
+	ready     bool // latched: readiness does not drop during later relists
+}
+
+type collectorState int
+
+const (
+	statePending   collectorState = iota // not started yet
+	stateForbidden                       // RBAC forbids a resource: disabled
+	stateFailed                          // failed to start
+	stateRunning                         // started, informers syncing or synced
+	stateSynced                          // every informer synced once
+)
+
+// New builds an exporter. It registers the self-observability metrics and
+// every collector's metrics on reg.
+func New(client kubernetes.Interface, apiServer string, factory *informers.Factory, cs []collectors.Collector, reg prometheus.Registerer, logger *slog.Logger) (*Exporter, error) {
+	e := &Exporter{
+		client:     client,
+		factory:    factory,
+		collectors: cs,
+		logger:     logger,
+		apiServer:  apiServer,
+		state:      map[string]collectorState{},
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kube_convergence_collector_up",
+			Help: "1 if the collector is running; 0 if it is disabled because RBAC forbids listing or watching one of its resources, or because it failed to start. Disabled collectors are not listed.",
+		}, []string{"collector"}),
+		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kube_convergence_informer_synced",
+			Help: "1 once the informer of the resource (in the API server's form, e.g. pods, deployments.apps) used by the collector has completed its initial list; 0 before.",
+		}, []string{"collector", "resource"}),
+	}
+	if err := reg.Register(e.up); err != nil {
+		return nil, fmt.Errorf("register collector_up: %w", err)
+	}
+	if err := reg.Register(e.synced); err != nil {
+		return nil, fmt.Errorf("register informer_synced: %w", err)
+	}
+	for _, c := range cs {
+		if err := c.Register(reg); err != nil {
+			return nil, fmt.Errorf("collector %s: register metrics: %w", c.Name(), err)
+		}
+		e.up.WithLabelValues(c.Name()).Set(0)
+		for _, r := range c.Resources() {
+			e.synced.WithLabelValues(c.Name(), r.String()).Set(0)
+		}
+	}
+	return e, nil
+}
+
+// Run connects to the API server (retrying until ctx ends), starts every
+// permitted collector and the informers, and keeps the sync gauges current
+// until ctx is done.
+func (e *Exporter) Run(ctx context.Context) error {
+	if err := e.waitForAPIServer(ctx); err != nil {
+		return err
+	}
+	for _, c := range e.collectors {
+		e.startCollector(ctx, c)
+	}
+	e.factory.Start(ctx)
+	e.logger.Info("collectors started", "collectors", e.summary())
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		e.refreshSync()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// waitForAPIServer asks for the server version until it answers, with
+// capped exponential backoff. An unreachable API server is not fatal: the
+// process stays up, not ready, and says why in /readyz and in the log.
+func (e *Exporter) waitForAPIServer(ctx context.Context) error {
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
+	for {
+		v, err := e.client.Discovery().ServerVersion()
+		if err == nil {
+			e.mu.Lock()
+			e.reachErr, e.serverVer = nil, v.GitVersion
+			e.mu.Unlock()
+			e.logger.Info("connected to the Kubernetes API server", "server", e.apiServer, "version", v.GitVersion)
+			return nil
+		}
+		err = fmt.Errorf("cannot reach the Kubernetes API server at %s: %w", e.apiServer, err)
+		e.mu.Lock()
+		e.reachErr = err
+		e.mu.Unlock()
+		d := backoff.Step()
+		e.logger.Error("API server unreachable, retrying", "err", err, "retry_in", d)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+	}
+}
+
+func (e *Exporter) startCollector(ctx context.Context, c collectors.Collector) {
+	denied, err := e.forbidden(ctx, c.Resources())
+	if err != nil {
+		e.setState(c.Name(), stateFailed)
+		e.logger.Error("collector disabled: cannot check its permissions", "collector", c.Name(), "err", err)
+		return
+	}
+	if len(denied) > 0 {
+		e.setState(c.Name(), stateForbidden)
+		e.logger.Error("collector disabled: RBAC forbids list/watch", "collector", c.Name(), "denied", strings.Join(denied, ", "))
+		return
+	}
+	if err := c.Start(ctx, e.factory); err != nil {
+		e.setState(c.Name(), stateFailed)
+		e.logger.Error("collector disabled: failed to start", "collector", c.Name(), "err", err)
+		return
+	}
+	e.setState(c.Name(), stateRunning)
+	e.up.WithLabelValues(c.Name()).Set(1)
+}
+
+// forbidden returns the "verb resource" pairs that RBAC denies, asked with
+// SelfSubjectAccessReviews (every authenticated user may create them).
+func (e *Exporter) forbidden(ctx context.Context, rs []informers.Resource) ([]string, error) {
+	var denied []string
+	for _, r := range rs {
+		for _, verb := range []string{"list", "watch"} {
+			review, err := e.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: verb, Group: r.Group, Version: r.Version, Resource: r.Resource,
+				}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("access review for %s %s: %w", verb, r, err)
+			}
+			if !review.Status.Allowed {
+				denied = append(denied, verb+" "+r.String())
+			}
+		}
+	}
+	return denied, nil
+}
+
+func (e *Exporter) setState(name string, s collectorState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state[name] = s
+}
+
+// refreshSync updates the informer_synced gauges and the readiness latch.
+func (e *Exporter) refreshSync() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	allSynced := true
+	for _, c := range e.collectors {
+		st := e.state[c.Name()]
+		if st != stateRunning && st != stateSynced {
+			if st == statePending {
+				allSynced = false
+			}
+			continue
+		}
+		ok := true
+		for _, r := range c.Resources() {
+			s := e.factory.Synced(r)
+			ok = ok && s
+			e.synced.WithLabelValues(c.Name(), r.String()).Set(boolToFloat(s))
+		}
+		if ok {
+			e.state[c.Name()] = stateSynced
+		} else if st != stateSynced {
+			allSynced = false
+		}
+	}
+	if allSynced && !e.ready {
+		e.ready = true
+		e.logger.Info("ready: every permitted collector has synced")
+	}
+}
+
+// Readiness reports whether the exporter is ready and a human-readable body.
+func (e *Exporter) Readiness() (bool, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var b strings.Builder
+	if e.reachErr != nil {
+		fmt.Fprintf(&b, "not ready: %v\n", e.reachErr)
+		return false, b.String()
+	}
+	if e.ready {
+		b.WriteString("ready\n")
+	} else {
+		b.WriteString("not ready: waiting for informers to sync\n")
+	}
+	names := make([]string, 0, len(e.collectors))
+	for _, c := range e.collectors {
+		names = append(names, c.Name())
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "collector %s: %s\n", n, stateText(e.state[n]))
+	}
+	return e.ready, b.String()
+}
+
+func (e *Exporter) summary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	parts := make([]string, 0, len(e.collectors))
+	for _, c := range e.collectors {
+		parts = append(parts, c.Name()+"="+stateText(e.state[c.Name()]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func stateText(s collectorState) string {
+	switch s {
+	case stateForbidden:
+		return "disabled (forbidden by RBAC, excluded from readiness)"
+	case stateFailed:
+		return "disabled (failed to start, excluded from readiness)"
+	case stateRunning:
+		return "syncing"
+	case stateSynced:
+		return "synced"
+	default:
+		return "pending"
+	}
+}
+
+func boolToFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ErrNoCollectors is returned when the configuration disables every collector.
+var ErrNoCollectors = errors.New("every collector is disabled")

@@ -1,0 +1,369 @@
+package tracker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests read as timelines: at a time after t0 (the write, as the
+// exporter received it), the tracker sees a record and emits events, shown
+// as short strings:
+//
+//	"reached observed 200ms"    a stage reached, duration from the write
+//	"crossed available >1"      a threshold (seconds) passed before the stage
+//	"closed converged"          an episode ended
+//	"recovered"                 an episode in flight found late
+var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+var thresholds = []float64{1, 5, 30}
+
+func newTracker() *RolloutTracker {
+	return NewRolloutTracker(RolloutConfig{
+		Thresholds: thresholds,
+		StallAfter: func(Kind) time.Duration { return time.Minute },
+	})
+}
+
+func at(d string) time.Time {
+	dd, err := time.ParseDuration(d)
+	if err != nil {
+		panic(err)
+	}
+	return t0.Add(dd)
+}
+
+func format(evs []Event) []string {
+	out := make([]string, 0, len(evs))
+	for _, e := range evs {
+		switch e.Type {
+		case StageReached:
+			out = append(out, fmt.Sprintf("reached %s %v", e.Stage, e.Duration))
+		case ThresholdCrossed:
+			out = append(out, fmt.Sprintf("crossed %s >%g", e.Stage, thresholds[e.Threshold]))
+		case EpisodeClosed:
+			out = append(out, fmt.Sprintf("closed %s", e.Outcome))
+		case EpisodeRecovered:
+			out = append(out, "recovered")
+		}
+	}
+	return out
+}
+
+// deploy builds a Deployment record: generation gen, observed obs, spec
+// replicas n with `updated` and `available` replicas, created at t0.
+func deploy(gen, obs int64, n, updated, available int32) Workload {
+	return Workload{
+		Kind: Deployment, UID: "u1", Namespace: "ns", Name: "web",
+		Generation: gen, ObservedGeneration: obs, Created: t0, SpecWritten: t0,
+		TemplateHash: "t1", OtherHash: "o1", SpecReplicas: n,
+		Status: Status{Replicas: n, UpdatedReplicas: updated, AvailableReplicas: available,
+			HasProgressing: true, ProgressingReason: progressing(updated, available, n)},
+		Endpoints: EndpointsNoService,
+	}
+}
+
+func progressing(updated, available, n int32) string {
+	if updated == n && available == n {
+		return "NewReplicaSetAvailable"
+	}
+	return "ReplicaSetUpdated"
+}
+
+func with(w Workload, f func(*Workload)) Workload { f(&w); return w }
+
+type step struct {
+	at      string
+	w       *Workload // observe this record (nil: see tick/del)
+	initial bool
+	tick    bool
+	del     bool
+	want    []string
+}
+
+func run(t *testing.T, tr *RolloutTracker, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		now := at(s.at)
+		var evs []Event
+		switch {
+		case s.tick:
+			evs = tr.Tick(now)
+		case s.del:
+			evs = tr.Delete("u1", now)
+		default:
+			evs = tr.Observe(*s.w, now, s.initial)
+		}
+		if got, want := strings.Join(format(evs), "; "), strings.Join(s.want, "; "); got != want {
+			t.Errorf("step %d at +%s:\n got: %s\nwant: %s", i, s.at, got, want)
+		}
+	}
+}
+
+func p(w Workload) *Workload { return &w }
+
+func TestDeploymentCreateConverges(t *testing.T) {
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 0, 3, 0, 0))},
+		{at: "100ms", w: p(deploy(1, 1, 3, 0, 0)), want: []string{"reached observed 100ms"}},
+		{at: "400ms", w: p(deploy(1, 1, 3, 3, 0)), want: []string{"reached updated 400ms"}},
+		{at: "1s", tick: true}, // nothing is over 1 s yet: no crossing
+		{at: "1.5s", tick: true, want: []string{"crossed available >1", "crossed endpoints_ready >1"}[:1]},
+		{at: "3s", w: p(deploy(1, 1, 3, 3, 3)), want: []string{"reached available 3s", "closed converged"}},
+	})
+}
+
+func TestCrossingsFlushedBeforeAStageWithoutTick(t *testing.T) {
+	// No tick ran between the write and the stage 6 s later: the stage still
+	// counts as bad for 1 s and 5 s (crossed) and good for 30 s (bucket).
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 0, 1, 0, 0))},
+		{at: "6s", w: p(deploy(1, 1, 1, 1, 1)), want: []string{
+			"crossed observed >1", "crossed observed >5", "reached observed 6s",
+			"crossed updated >1", "crossed updated >5", "reached updated 6s",
+			"crossed available >1", "crossed available >5", "reached available 6s",
+			"closed converged"}},
+	})
+}
+
+func TestEndpointsStage(t *testing.T) {
+	withSvc := func(w Workload, e Endpoints) *Workload { w.Endpoints = e; return &w }
+	run(t, newTracker(), []step{
+		{at: "0s", w: withSvc(deploy(1, 0, 2, 0, 0), EndpointsPending)},
+		{at: "2s", w: withSvc(deploy(1, 1, 2, 2, 2), EndpointsPending), want: []string{
+			"crossed observed >1", "reached observed 2s", "crossed updated >1", "reached updated 2s",
+			"crossed available >1", "reached available 2s"}},
+		// endpoints_ready is still open; a tick past 5 s crosses it alone.
+		{at: "5.5s", tick: true, want: []string{"crossed endpoints_ready >1", "crossed endpoints_ready >5"}},
+		{at: "6s", w: withSvc(deploy(1, 1, 2, 2, 2), EndpointsReady), want: []string{"reached endpoints_ready 6s", "closed converged"}},
+	})
+}
+
+func TestNoServiceSkipsEndpointsAndNeverCountsThem(t *testing.T) {
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 1, 2, 0, 0)), want: []string{"reached observed 0s"}},
+		{at: "2s", tick: true, want: []string{"crossed updated >1", "crossed available >1"}},
+		{at: "3s", w: p(deploy(1, 1, 2, 2, 2)), want: []string{"reached updated 3s", "reached available 3s", "closed converged"}},
+	})
+}
+
+func TestSupersededThenConverged(t *testing.T) {
+	gen2 := with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.TemplateHash = "t2" })
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 0, 3, 0, 0))},
+		{at: "200ms", w: p(deploy(1, 1, 3, 1, 0)), want: []string{"reached observed 200ms"}},
+		// A second apply 300 ms after the first, before it converged.
+		{at: "300ms", w: &gen2, want: []string{"closed superseded"}},
+		{at: "500ms", w: p(with(gen2, func(w *Workload) {
+			w.ObservedGeneration = 2
+			w.Status.UpdatedReplicas = 1
+			w.Status.ProgressingReason = "ReplicaSetUpdated"
+		})),
+			want: []string{"reached observed 200ms"}},
+		{at: "2.3s", w: p(with(gen2, func(w *Workload) { w.ObservedGeneration = 2 })), want: []string{
+			"crossed updated >1", "reached updated 2s", "crossed available >1", "reached available 2s", "closed converged"}},
+	})
+}
+
+func TestChangeClassification(t *testing.T) {
+	base := deploy(1, 1, 3, 3, 3)
+	for _, tc := range []struct {
+		name string
+		next Workload
+		want Change
+	}{
+		{"template", with(base, func(w *Workload) { w.Generation = 2; w.TemplateHash = "t2" }), ChangeTemplate},
+		{"template and replicas", with(base, func(w *Workload) { w.Generation = 2; w.TemplateHash = "t2"; w.SpecReplicas = 5 }), ChangeTemplate},
+		{"scale", with(base, func(w *Workload) { w.Generation = 2; w.SpecReplicas = 5 }), ChangeScale},
+		{"strategy", with(base, func(w *Workload) { w.Generation = 2; w.OtherHash = "o2" }), ChangeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			tr.Observe(base, at("0s"), true)
+			tr.Observe(tc.next, at("1s"), false)
+			open := tr.Open()
+			if len(open) != 1 || open[0].Change != tc.want || open[0].Generation != 2 {
+				t.Fatalf("open episodes = %+v, want one of generation 2 with change %s", open, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeletedMidRollout(t *testing.T) {
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 1, 3, 1, 0)), want: []string{"reached observed 0s"}},
+		{at: "1.2s", del: true, want: []string{"crossed updated >1", "crossed available >1", "closed deleted"}},
+		{at: "2s", del: true}, // already forgotten
+	})
+}
+
+func TestPausedDeploymentClosesWhenObserved(t *testing.T) {
+	// Pausing sets Progressing to reason DeploymentPaused, so a paused
+	// Deployment is never `available` in our sense: the episode closes as
+	// paused once observed, whatever it changed; it is not slow.
+	paused := with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.Paused = true; w.OtherHash = "o2"; w.SpecWritten = at("10s") })
+	pausedStatus := func(w *Workload) {
+		w.ObservedGeneration = w.Generation
+		w.Status.ProgressingReason = "DeploymentPaused"
+	}
+	newTemplate := with(paused, func(w *Workload) { w.Generation = 3; w.TemplateHash = "t2"; w.SpecWritten = at("20s") })
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 1, 3, 3, 3)), initial: true},
+		{at: "10s", w: &paused},
+		{at: "10.1s", w: p(with(paused, pausedStatus)), want: []string{"reached observed 100ms", "reached updated 100ms", "closed paused"}},
+		// A template change while paused: observed, nothing rolls.
+		{at: "20s", w: &newTemplate},
+		{at: "20.2s", w: p(with(newTemplate, func(w *Workload) { pausedStatus(w); w.Status.UpdatedReplicas = 0 })), want: []string{"reached observed 200ms", "closed paused"}},
+		{at: "30s", tick: true},
+	})
+}
+
+func TestOnDeleteTemplateChangeIsManual(t *testing.T) {
+	sts := func(gen, obs int64, tmpl, cur, upd string, ready, updated int32) Workload {
+		return Workload{Kind: StatefulSet, UID: "u1", Namespace: "ns", Name: "db", Generation: gen, ObservedGeneration: obs,
+			Created: t0, SpecWritten: t0, TemplateHash: tmpl, OtherHash: "o", SpecReplicas: 2, OnDelete: true,
+			Status: Status{CurrentRevision: cur, UpdateRevision: upd, ReadyReplicas: ready, UpdatedReplicas: updated}}
+	}
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(sts(1, 1, "a", "r1", "r1", 2, 2)), initial: true},
+		{at: "1s", w: p(sts(2, 1, "b", "r1", "r1", 2, 2))},
+		{at: "1.5s", w: p(sts(2, 2, "b", "r1", "r2", 2, 0)), want: []string{"reached observed 500ms", "closed manual"}},
+		// A scale of an OnDelete StatefulSet is completed by the controller: timed.
+		{at: "2s", w: p(sts(3, 2, "b", "r1", "r2", 2, 0))},
+	})
+}
+
+func TestStatefulSetReadyAndPartition(t *testing.T) {
+	sts := func(gen, obs int64, part int32, cur, upd string, ready, updated int32) Workload {
+		return Workload{Kind: StatefulSet, UID: "u1", Namespace: "ns", Name: "db", Generation: gen, ObservedGeneration: obs,
+			Created: t0, SpecWritten: t0, TemplateHash: fmt.Sprint(gen), OtherHash: "o", SpecReplicas: 3,
+			Status: Status{CurrentRevision: cur, UpdateRevision: upd, ReadyReplicas: ready, UpdatedReplicas: updated, Partition: part}}
+	}
+	t.Run("rolling update completes when currentRevision moves", func(t *testing.T) {
+		run(t, newTracker(), []step{
+			{at: "0s", w: p(sts(1, 1, 0, "r1", "r1", 3, 3)), initial: true},
+			{at: "1s", w: p(sts(2, 2, 0, "r1", "r2", 3, 1)), want: []string{"reached observed 0s"}},
+			{at: "1.6s", w: p(sts(2, 2, 0, "r1", "r2", 3, 3))}, // all updated, currentRevision not moved yet
+			{at: "1.8s", w: p(sts(2, 2, 0, "r2", "r2", 3, 3)), want: []string{"reached ready 800ms", "closed converged"}},
+		})
+	})
+	t.Run("partition 2 of 3: one updated and all ready", func(t *testing.T) {
+		run(t, newTracker(), []step{
+			{at: "0s", w: p(sts(1, 1, 0, "r1", "r1", 3, 3)), initial: true},
+			{at: "1s", w: p(sts(2, 2, 2, "r1", "r2", 2, 0)), want: []string{"reached observed 0s"}},
+			{at: "1.5s", w: p(sts(2, 2, 2, "r1", "r2", 3, 1)), want: []string{"reached ready 500ms", "closed converged"}},
+		})
+	})
+}
+
+func TestDaemonSet(t *testing.T) {
+	ds := func(gen, obs int64, desired, updated, available, unavailable int32) Workload {
+		return Workload{Kind: DaemonSet, UID: "u1", Namespace: "ns", Name: "agent", Generation: gen, ObservedGeneration: obs,
+			Created: t0, SpecWritten: t0, TemplateHash: fmt.Sprint(gen), OtherHash: "o",
+			Status: Status{DesiredNumberScheduled: desired, UpdatedNumberScheduled: updated, NumberAvailable: available, NumberUnavailable: unavailable}}
+	}
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(ds(1, 1, 4, 4, 4, 0)), initial: true},
+		{at: "1s", w: p(ds(2, 2, 4, 1, 4, 0)), want: []string{"reached observed 0s"}},
+		{at: "1.3s", w: p(ds(2, 2, 4, 4, 3, 1)), want: []string{"reached updated 300ms"}},
+		{at: "1.7s", w: p(ds(2, 2, 4, 4, 4, 0)), want: []string{"reached available 700ms", "closed converged"}},
+	})
+}
+
+func TestRestartRecoversInFlightOnceAndSkipsConverged(t *testing.T) {
+	// The exporter restarts at +20s. Object u1 was written at t0 (API side)
+	// and is mid-rollout: observed, not available. It is recovered; only the
+	// stage still ahead (available) is observed, timed from the API-side
+	// write; the crossings its predecessor counted (1 s, 5 s) are not repeated.
+	tr := newTracker()
+	midway := deploy(2, 2, 3, 1, 2)
+	midway.SpecWritten = t0
+	run(t, tr, []step{
+		{at: "20s", w: &midway, initial: true, want: []string{"recovered"}},
+		{at: "25s", w: p(with(midway, func(w *Workload) { w.Status.UpdatedReplicas = 3 })), want: []string{"reached updated 25s"}},
+		{at: "31s", w: p(deploy(2, 2, 3, 3, 3)), want: []string{"crossed available >30", "reached available 31s", "closed converged"}},
+	})
+	if open := tr.Open(); len(open) != 0 {
+		t.Fatalf("open after convergence: %+v", open)
+	}
+	// A converged object in the initial list is not observed at all.
+	tr2 := newTracker()
+	if evs := tr2.Observe(deploy(5, 5, 3, 3, 3), at("1h"), true); len(evs) != 0 || len(tr2.Open()) != 0 {
+		t.Fatalf("converged object observed at start: %v", format(evs))
+	}
+}
+
+func TestLateGenerationAfterWatchGapIsRecovered(t *testing.T) {
+	// The watch was cut from +5s to +60s; generation 2 was written at +10s
+	// (API side) and is seen at +61s after the relist: its episode starts at
+	// the API-side write and is marked recovered, and the stages it already
+	// passed during the gap are not invented.
+	gen2 := with(deploy(2, 2, 3, 3, 1), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("10s") })
+	tr := newTracker()
+	run(t, tr, []step{
+		{at: "0s", w: p(deploy(1, 1, 3, 3, 3)), initial: true},
+		{at: "61s", w: &gen2, want: []string{"recovered"}},
+		{at: "62s", w: p(with(gen2, func(w *Workload) {
+			w.Status.AvailableReplicas = 3
+			w.Status.ProgressingReason = "NewReplicaSetAvailable"
+		})),
+			want: []string{"reached available 52s", "closed converged"}},
+	})
+}
+
+func TestLiveWriteWithinLateAfterIsLive(t *testing.T) {
+	// API timestamps are truncated to the second: a write at +0.9s shows
+	// SpecWritten=+0s. Seen at +1.0s it is live and timed from receipt.
+	w := with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = t0 })
+	tr := newTracker()
+	tr.Observe(deploy(1, 1, 3, 3, 3), at("-1h"), true)
+	if evs := tr.Observe(w, at("1s"), false); len(evs) != 0 {
+		t.Fatalf("unexpected events %v", format(evs))
+	}
+	if open := tr.Open(); len(open) != 1 || open[0].Recovered || !open[0].Start.Equal(at("1s")) {
+		t.Fatalf("open = %+v, want a live episode started at +1s", open)
+	}
+}
+
+func TestStalledReasonsMostSpecificFirst(t *testing.T) {
+	base := deploy(1, 1, 3, 0, 0)
+	for _, tc := range []struct {
+		name string
+		w    Workload
+		want string
+	}{
+		{"not observed wins", with(base, func(w *Workload) { w.ObservedGeneration = 0; w.ReplicaFailure = true }), "not_observed"},
+		{"replica failure before pods", with(base, func(w *Workload) { w.ReplicaFailure = true; w.PodReason = "unschedulable" }), "replica_failure"},
+		{"pod reason before deadline", with(base, func(w *Workload) { w.PodReason = "readiness_failing"; w.ProgressDeadlineExceeded = true }), "readiness_failing"},
+		{"deadline", with(base, func(w *Workload) { w.ProgressDeadlineExceeded = true }), "progress_deadline_exceeded"},
+		{"other", base, "other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			tr.Observe(tc.w, at("0s"), false)
+			if s := tr.Stalled(at("59s")); len(s) != 0 {
+				t.Fatalf("stalled before the threshold: %+v", s)
+			}
+			s := tr.Stalled(at("61s"))
+			if len(s) != 1 || s[0].Reason != tc.want || s[0].Age != 61*time.Second {
+				t.Fatalf("stalled = %+v, want reason %s age 61s", s, tc.want)
+			}
+			wantStage := StageUpdated
+			if tc.want == "not_observed" {
+				wantStage = StageObserved
+			}
+			if s[0].Stage != wantStage {
+				t.Errorf("stage = %s, want %s", s[0].Stage, wantStage)
+			}
+		})
+	}
+}
+
+func TestOlderGenerationIgnored(t *testing.T) {
+	tr := newTracker()
+	tr.Observe(deploy(3, 3, 1, 1, 1), at("0s"), true)
+	if evs := tr.Observe(deploy(2, 2, 1, 0, 0), at("1s"), false); len(evs) != 0 || len(tr.Open()) != 0 {
+		t.Fatalf("older generation changed state: %v", format(evs))
+	}
+}

@@ -1,0 +1,211 @@
+// Package tracker is the pure core of the exporter: state machines that turn
+// compact records of Kubernetes objects, and the time they were received,
+// into observations (a stage reached after a duration, a latency threshold
+// crossed while stuck, an episode closed with an outcome). It has no
+// Kubernetes client, no Prometheus, no global state and no clock of its own:
+// every call takes `now`. Collectors adapt informers to it and its
+// observations to metrics.
+package tracker
+
+import "time"
+
+// Kind is a workload kind.
+type Kind string
+
+// The workload kinds whose rollouts are tracked.
+const (
+	Deployment  Kind = "Deployment"
+	StatefulSet Kind = "StatefulSet"
+	DaemonSet   Kind = "DaemonSet"
+)
+
+// Stage is a step of a rollout, from the spec write. Each is reached at most
+// once per episode, in the order Stages gives.
+type Stage string
+
+// Rollout stages.
+const (
+	// StageObserved: status.observedGeneration >= metadata.generation. Its
+	// duration is the observedGeneration lag.
+	StageObserved Stage = "observed"
+	// StageUpdated: every desired replica runs the new revision (Deployment,
+	// DaemonSet).
+	StageUpdated Stage = "updated"
+	// StageAvailable: every replica is new and available, none of the old
+	// revision left (Deployment, DaemonSet).
+	StageAvailable Stage = "available"
+	// StageReady: a StatefulSet's update completed and every replica is ready.
+	StageReady Stage = "ready"
+	// StageEndpointsReady: every Ready pod of the new revision is a ready
+	// endpoint of every Service selecting it, and no old pod still is.
+	StageEndpointsReady Stage = "endpoints_ready"
+)
+
+var stagesOf = map[Kind][]Stage{
+	Deployment:  {StageObserved, StageUpdated, StageAvailable, StageEndpointsReady},
+	StatefulSet: {StageObserved, StageReady, StageEndpointsReady},
+	DaemonSet:   {StageObserved, StageUpdated, StageAvailable, StageEndpointsReady},
+}
+
+// Stages returns the stages of kind in the order they are reached.
+func Stages(k Kind) []Stage { return stagesOf[k] }
+
+// Change is what the spec write that opened an episode changed.
+type Change string
+
+// Changes.
+const (
+	ChangeCreate   Change = "create"   // the object was created
+	ChangeTemplate Change = "template" // the pod template changed (a new revision)
+	ChangeScale    Change = "scale"    // only spec.replicas changed
+	ChangeOther    Change = "other"    // anything else: strategy, minReadySeconds, pause/unpause...
+)
+
+// Outcome is how an episode ended.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeConverged  Outcome = "converged"  // the last stage was reached
+	OutcomeSuperseded Outcome = "superseded" // a newer generation arrived first
+	OutcomeDeleted    Outcome = "deleted"    // the object was deleted mid-rollout
+	OutcomePaused     Outcome = "paused"     // a paused Deployment: observed, not slow
+	OutcomeManual     Outcome = "manual"     // OnDelete: only an operator completes it
+)
+
+// Endpoints is what the EndpointSlices say about a workload's pods.
+type Endpoints int
+
+// Endpoint states.
+const (
+	// EndpointsNoService: no Service selects the pods; the endpoints_ready
+	// stage is skipped, not failed.
+	EndpointsNoService Endpoints = iota
+	// EndpointsPending: a new Ready pod is not yet a ready endpoint of some
+	// selecting Service, or an old or terminating pod still is.
+	EndpointsPending
+	// EndpointsReady: the slices match the new revision's Ready pods.
+	EndpointsReady
+)
+
+// Stall reasons, most specific first; the first that applies wins.
+const (
+	ReasonNotObserved              = "not_observed"
+	ReasonReplicaFailure           = "replica_failure"
+	ReasonProgressDeadlineExceeded = "progress_deadline_exceeded"
+	ReasonOther                    = "other"
+)
+
+// Workload is the compact record of a Deployment, StatefulSet or DaemonSet
+// that the rollout tracker reads. Collectors fill it from the API object.
+type Workload struct {
+	Kind                 Kind
+	UID, Namespace, Name string
+
+	Generation, ObservedGeneration int64
+	// Created is metadata.creationTimestamp (API side, 1 s precision).
+	Created time.Time
+	// SpecWritten is the newest managedFields time of an entry touching
+	// f:spec (API side, 1 s precision); zero when unknown.
+	SpecWritten time.Time
+
+	// TemplateHash and OtherHash classify a change: the pod template, and
+	// the spec without template and replicas.
+	TemplateHash, OtherHash string
+	// SpecReplicas is spec.replicas (0 for a DaemonSet).
+	SpecReplicas int32
+	// Paused is a Deployment's spec.paused.
+	Paused bool
+	// OnDelete: the update strategy is OnDelete (StatefulSet, DaemonSet).
+	OnDelete bool
+
+	Status Status
+	// Endpoints is the state of the workload's pods in EndpointSlices.
+	Endpoints Endpoints
+
+	// Stall facts.
+	ReplicaFailure           bool   // Deployment condition ReplicaFailure=True (FailedCreate: quota, admission)
+	ProgressDeadlineExceeded bool   // Deployment condition Progressing=False, ProgressDeadlineExceeded
+	PodReason                string // the most frequent not-ready reason of the new revision's pods, "" if none
+}
+
+// Status holds the status fields the stage predicates read; which are set
+// depends on the kind.
+type Status struct {
+	// Deployment (Replicas, Updated, Available) and StatefulSet (Ready, Updated).
+	Replicas, UpdatedReplicas, AvailableReplicas, ReadyReplicas int32
+	// HasProgressing: the Deployment has a Progressing condition (absent
+	// when progressDeadlineSeconds disables it); ProgressingReason is its reason.
+	HasProgressing    bool
+	ProgressingReason string
+
+	// StatefulSet.
+	CurrentRevision, UpdateRevision string
+	Partition                       int32
+
+	// DaemonSet.
+	DesiredNumberScheduled, UpdatedNumberScheduled, NumberAvailable, NumberUnavailable int32
+}
+
+func (w *Workload) observed() bool { return w.ObservedGeneration >= w.Generation }
+
+// reached reports whether the facts show stage reached. Ready facts describe
+// the current spec only once the generation is observed.
+func (w *Workload) reached(s Stage) bool {
+	if !w.observed() {
+		return false
+	}
+	st := &w.Status
+	switch s {
+	case StageObserved:
+		return true
+	case StageUpdated:
+		if w.Kind == DaemonSet {
+			return st.UpdatedNumberScheduled == st.DesiredNumberScheduled
+		}
+		return st.UpdatedReplicas == w.SpecReplicas
+	case StageAvailable:
+		if w.Kind == DaemonSet {
+			return st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+				st.NumberAvailable == st.DesiredNumberScheduled && st.NumberUnavailable == 0
+		}
+		// status.replicas counts non-terminating pods only, so terminating
+		// pods may linger without blocking availability.
+		return st.UpdatedReplicas == w.SpecReplicas && st.AvailableReplicas == w.SpecReplicas &&
+			st.Replicas == w.SpecReplicas &&
+			(!st.HasProgressing || st.ProgressingReason == "NewReplicaSetAvailable")
+	case StageReady:
+		if st.Partition > 0 { // judged as `kubectl rollout status` does
+			return st.UpdatedReplicas >= w.SpecReplicas-st.Partition && st.ReadyReplicas == w.SpecReplicas
+		}
+		return st.CurrentRevision == st.UpdateRevision && st.ReadyReplicas == w.SpecReplicas &&
+			st.UpdatedReplicas == w.SpecReplicas
+	case StageEndpointsReady:
+		return w.Endpoints == EndpointsReady
+	}
+	return false
+}
+
+// apiStart is the API-side time of the last spec write: the newest
+// managedFields time touching f:spec, else the creation time.
+func (w *Workload) apiStart() time.Time {
+	if !w.SpecWritten.IsZero() {
+		return w.SpecWritten
+	}
+	return w.Created
+}
+
+// stallReason picks the reason an episode is stuck, most specific first.
+func (w *Workload) stallReason() string {
+	switch {
+	case !w.observed():
+		return ReasonNotObserved
+	case w.ReplicaFailure:
+		return ReasonReplicaFailure
+	case w.PodReason != "":
+		return w.PodReason
+	case w.ProgressDeadlineExceeded:
+		return ReasonProgressDeadlineExceeded
+	}
+	return ReasonOther
+}
