@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,7 +37,9 @@ func MetricReference() (string, error) {
 // replaced by the current reference.
 func readmeWithMetrics(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		b = []byte(beginMetrics + endMetrics) // a tree without a README gets the region alone
+	} else if err != nil {
 		return nil, err
 	}
 	begin := bytes.Index(b, []byte(beginMetrics))
