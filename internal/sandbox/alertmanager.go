@@ -157,7 +157,7 @@ type WebhookReceiver struct {
 
 // NewWebhookReceiver starts a receiver on a free loopback port.
 func NewWebhookReceiver() (*WebhookReceiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listenLoopback()
 	if err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
@@ -225,7 +225,11 @@ func (w *WebhookReceiver) WaitFor(ctx context.Context, match func(ReceivedAlert)
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ReceivedAlert{}, fmt.Errorf("webhook receiver: no matching alert within %s; received %v; errors: %v", timeout, w.Alerts(), errs)
+			err := fmt.Errorf("webhook receiver: no matching alert within %s; received %v", timeout, w.Alerts())
+			if errs != nil {
+				err = fmt.Errorf("%w; undecodable notifications: %w", err, errs)
+			}
+			return ReceivedAlert{}, err
 		}
 	}
 }

@@ -21,6 +21,14 @@ const (
 	// kube-apiserver drains in about 1-2 s here; 10 s leaves room on a loaded
 	// 2-core machine without letting a stuck process hold up a test run.
 	stopGrace = 10 * time.Second
+	// restartGrace is the shorter grace of RestartAPIServer and RestartEtcd.
+	// Both stop listening at once on SIGTERM but then wait for open streams:
+	// kube-apiserver for every watch it serves straight from etcd (up to its
+	// 60 s shutdown timeout; 10 s until SIGKILL was seen here with
+	// --watch-cache=false and one informer), etcd for the apiserver's gRPC
+	// watch streams (7 s seen). Clients have noticed the restart within
+	// 3 s; waiting longer only makes every restart test slower.
+	restartGrace = 3 * time.Second
 	// readyTimeout bounds the wait for one component to become ready when the
 	// caller's context has no earlier deadline. The apiserver is ready in
 	// about 2 s on an idle 2-core machine; a parallel Go build can make that
@@ -42,12 +50,19 @@ var errPortInUse = errors.New("port already in use")
 // kernel picks it from the ephemeral range, so concurrent sandboxes rarely
 // collide; components started by this package retry on fresh ports if they do.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := listenLoopback()
 	if err != nil {
 		return 0, fmt.Errorf("finding a free loopback port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// listenLoopback listens on a kernel-chosen port of 127.0.0.1. Listening
+// is instant on loopback, so there is no context to honour.
+func listenLoopback() (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 }
 
 // freePorts returns n distinct free ports.
@@ -62,7 +77,7 @@ func freePorts(n int) ([]int, error) {
 	}()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenLoopback()
 		if err != nil {
 			return nil, fmt.Errorf("finding a free loopback port: %w", err)
 		}
@@ -147,7 +162,9 @@ func startProcess(sp *spawner, name, bin string, args, env []string, logPath str
 	defer f.Close()
 	fmt.Fprintf(f, "=== sandbox: %s starting %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 
-	cmd := exec.Command(bin, args...)
+	// Not CommandContext: the child outlives the call that starts it and is
+	// ended by pid in stop.
+	cmd := exec.Command(bin, args...) //nolint:noctx // lifetime is managed by stop, not by a context
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = f
 	cmd.Stderr = f
@@ -179,9 +196,9 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after stopGrace, and
+// stop sends SIGTERM to the process group, then SIGKILL after grace, and
 // waits until the child is reaped. It is safe to call more than once.
-func (p *process) stop() error {
+func (p *process) stop(grace time.Duration) error {
 	if p.exited() {
 		return nil
 	}
@@ -190,7 +207,7 @@ func (p *process) stop() error {
 	if err := syscall.Kill(-p.pid(), syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("SIGTERM to %s (pid %d): %w", p.name, p.pid(), err)
 	}
-	t := time.NewTimer(stopGrace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-p.done:
@@ -246,20 +263,39 @@ type launchSpec struct {
 // the tail of its log; it wraps errPortInUse when the log says a port was
 // taken, so the caller can retry on fresh ports.
 func launch(ctx context.Context, sp *spawner, spec launchSpec) (*process, error) {
+	// The log is appended to across restarts and retries: remember where
+	// this attempt's output begins.
+	var offset int64
+	if st, err := os.Stat(spec.logPath); err == nil {
+		offset = st.Size()
+	}
 	p, err := startProcess(sp, spec.name, spec.bin, spec.args, spec.env, spec.logPath)
 	if err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, p, spec.ready); err != nil {
-		_ = p.stop()
-		tail := logTail(spec.logPath, logTailLines)
-		err = fmt.Errorf("%s: %w\n--- last %d lines of %s:\n%s", spec.name, err, logTailLines, spec.logPath, tail)
-		if strings.Contains(tail, "address already in use") {
+		_ = p.stop(stopGrace)
+		err = fmt.Errorf("%s: %w\n--- last %d lines of %s:\n%s", spec.name, err, logTailLines, spec.logPath, logTail(spec.logPath, logTailLines))
+		if bytes.Contains(logSince(spec.logPath, offset), []byte("address already in use")) {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
 		return nil, err
 	}
 	return p, nil
+}
+
+// logSince returns what a log file holds after offset (at most 1 MiB).
+func logSince(path string, offset int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	return b
 }
 
 // waitReady polls ready every 100 ms. 100 ms is well below the 2 s an
@@ -280,7 +316,10 @@ func waitReady(ctx context.Context, p *process, ready func(context.Context) erro
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("exited before it was ready (%v); last probe: %w", p.waitErr, last)
+			if p.waitErr == nil {
+				return fmt.Errorf("exited with status 0 before it was ready; last probe: %w", last)
+			}
+			return fmt.Errorf("exited before it was ready (%w); last probe: %w", p.waitErr, last)
 		case <-ctx.Done():
 			return fmt.Errorf("not ready after %s: %w", time.Since(start).Round(time.Millisecond), last)
 		case <-tick.C:

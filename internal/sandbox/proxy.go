@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -68,7 +70,7 @@ func (s *Sandbox) NewProxy() (*Proxy, error) {
 	if stopped {
 		return nil, errors.New("sandbox: new proxy: sandbox is stopped")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listenLoopback()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: new proxy: %w", err)
 	}
@@ -119,9 +121,10 @@ func (p *Proxy) Config(base *rest.Config) *rest.Config {
 // through the proxy, for user (one of Options.Users) or the admin if user
 // is "". It panics for an unknown user.
 func (p *Proxy) Kubeconfig(user string) string {
-	if user == "" {
+	switch user {
+	case "":
 		user = adminUser
-	} else if user == adminUser {
+	case adminUser:
 		panic(fmt.Sprintf("sandbox: unknown user %q; declare it in Options.Users", user))
 	}
 	for _, u := range p.users {
@@ -216,7 +219,10 @@ func (p *Proxy) serve(c *proxyConn) {
 		delete(p.conns, c)
 		p.mu.Unlock()
 	}()
-	up, err := net.Dial("tcp", p.target)
+	// A loopback connect succeeds or is refused at once; 5 s only bounds a
+	// pathological hang.
+	d := net.Dialer{Timeout: 5 * time.Second}
+	up, err := d.DialContext(context.Background(), "tcp", p.target)
 	if err != nil {
 		return // the apiserver is down (a restart): the client sees a reset
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,6 +62,9 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if dir := os.Getenv(orphanEnv); dir != "" {
+		return orphanChild(dir)
+	}
 	if testing.Short() {
 		// Every test skips itself with the reason.
 		return m.Run()
@@ -113,7 +117,7 @@ func survivors(dirs []string) []string {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err != nil {
 			continue // exited meanwhile
 		}
@@ -125,6 +129,20 @@ func survivors(dirs []string) []string {
 		}
 	}
 	return out
+}
+
+// orphanEnv makes the test binary act as TestOrphansDie's child: start a
+// sandbox in the given dir, say "ready", and wait to be killed.
+const orphanEnv = "KCE_SANDBOX_ORPHAN_DIR"
+
+func orphanChild(dir string) int {
+	s, err := Start(context.Background(), Options{Dir: dir, Only: []Component{Etcd}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("ready %d\n", s.procs[Etcd].pid())
+	select {}
 }
 
 // needShared skips in -short mode and returns the shared sandbox.
@@ -242,8 +260,14 @@ func TestDeploymentConverges(t *testing.T) {
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				// 200 ms per stage instead of the stock random 1-5 s.
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: exactDelays("200ms", "200ms")},
+				// Exact delays instead of the stock random 1-5 s per stage.
+				// Ready must come at least 1 s after pod-create's Ready=False:
+				// the EndpointSlice controller compares the Ready condition's
+				// lastTransitionTime (1 s precision) with the one it saw last,
+				// and leaves endpoints.kubernetes.io/last-change-trigger-time
+				// off the slice when both fall in the same second (seen with
+				// 200 ms + 200 ms).
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: exactDelays("200ms", "1s")},
 				Spec:       spec,
 			},
 		},
@@ -342,8 +366,12 @@ func TestKwokDelays(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
+	// Shutdown waits for the informer, which stops only when its stop
+	// channel closes: cancel first (defers run last-in first-out).
+	stop, cancel := context.WithCancel(ctx)
 	defer factory.Shutdown()
+	defer cancel()
+	factory.Start(stop.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("pod informer did not sync")
 	}
@@ -478,7 +506,16 @@ func TestSecondSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	viaProxy := kubernetes.NewForConfigOrDie(proxy.Config(s.AdminConfig()))
+	// The proxied client is built from the proxy's kubeconfig file, which
+	// also checks that the certificate verifies on the proxy's port.
+	proxyCfg, err := clientcmd.BuildConfigFromFlags("", proxy.Kubeconfig(""))
+	if err != nil {
+		t.Fatalf("load proxy kubeconfig: %v", err)
+	}
+	if want := proxy.Config(s.AdminConfig()).Host; proxyCfg.Host != want {
+		t.Fatalf("proxy kubeconfig points at %s, Proxy.Config at %s", proxyCfg.Host, want)
+	}
+	viaProxy := kubernetes.NewForConfigOrDie(proxyCfg)
 	direct := watchConfigMaps(t, cs)
 	proxied := watchConfigMaps(t, viaProxy)
 
@@ -506,7 +543,7 @@ func TestSecondSandbox(t *testing.T) {
 
 	t.Run("proxy cut", func(t *testing.T) {
 		proxy.Cut()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		if _, err := viaProxy.CoreV1().ConfigMaps("default").Get(ctx, "after-etcd-restart", metav1.GetOptions{}); err == nil {
 			t.Error("a request through the cut proxy succeeded")
@@ -668,4 +705,71 @@ func TestPrometheusAlertmanager(t *testing.T) {
 	if failures != 0 {
 		t.Errorf("rule evaluation failures = %v, want 0", failures)
 	}
+}
+
+// TestPortInUse checks that a component that loses a port race is
+// recognised, which is what lets Start retry on fresh ports.
+func TestPortInUse(t *testing.T) {
+	s := needShared(t)
+	taken, err := listenLoopback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	bin, err := binary(s.binDir, string(Etcd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	track(dir)
+	url := "http://" + taken.Addr().String()
+	sp := newSpawner()
+	defer sp.close()
+	_, err = launch(t.Context(), sp, launchSpec{
+		name:    "etcd",
+		bin:     bin,
+		args:    []string{"--data-dir=" + dir + "/etcd", "--listen-client-urls=" + url, "--advertise-client-urls=" + url, "--listen-peer-urls=http://127.0.0.1:0"},
+		logPath: filepath.Join(dir, "etcd.log"),
+		ready:   func(context.Context) error { return errors.New("never ready") },
+	})
+	if !errors.Is(err, errPortInUse) {
+		t.Fatalf("launch on a taken port: err = %v, want errPortInUse", err)
+	}
+}
+
+// TestOrphansDie kills a test binary that runs a sandbox with SIGKILL, so
+// that no cleanup runs, and checks that its etcd dies too (Pdeathsig, see
+// spawner).
+func TestOrphansDie(t *testing.T) {
+	needShared(t)
+	dir := t.TempDir()
+	track(dir)
+	child := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), orphanEnv+"="+dir)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var etcdPid int
+	if _, err := fmt.Fscanf(out, "ready %d\n", &etcdPid); err != nil {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Fatalf("child sandbox did not start: %v", err)
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	begin := time.Now()
+	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(survivors([]string{dir})) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("etcd (pid %d) outlived its SIGKILLed parent: %v", etcdPid, survivors([]string{dir}))
+	}
+	t.Logf("etcd (pid %d) died %s after its parent was SIGKILLed", etcdPid, time.Since(begin).Round(time.Millisecond))
 }

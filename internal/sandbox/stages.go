@@ -16,7 +16,7 @@ var stageFiles embed.FS
 
 // Stages selects which of kwok's stock pod lifecycles the fake nodes play.
 // Every set also contains the node stages (node/fast initialises a node to
-// Ready, node/heartbeat refreshes its conditions every 20-45 s).
+// Ready, node/heartbeat refreshes its conditions every 20-25 s).
 type Stages int
 
 const (
