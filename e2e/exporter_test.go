@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"os"
 
 	dto "github.com/prometheus/client_model/go"
@@ -34,7 +36,7 @@ func TestExporterReadyMetricsAndCleanShutdown(t *testing.T) {
 	}
 	// promtool checks the exposition's names, HELP and types.
 	_, raw, _ := e.get("/metrics")
-	check := exec.Command(promtool(t), "check", "metrics")
+	check := exec.CommandContext(context.Background(), promtool(t), "check", "metrics")
 	check.Stdin = strings.NewReader(raw)
 	if out, err := check.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
@@ -46,7 +48,7 @@ func TestExporterReadyMetricsAndCleanShutdown(t *testing.T) {
 	if code, page, _ := e.get("/"); code != 200 || !strings.Contains(page, "/metrics") {
 		t.Errorf("landing page = %d", code)
 	}
-	err, took := e.stop(15 * time.Second)
+	took, err := e.stop(15 * time.Second)
 	if err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, tail(e.logs.String(), 20))
 	}
@@ -85,16 +87,17 @@ func TestForbiddenResourceDisablesCollector(t *testing.T) {
 
 func TestBadInputFailsClearly(t *testing.T) {
 	run := func(args ...string) (int, string) {
-		cmd := exec.Command(exporter, args...)
+		cmd := exec.CommandContext(context.Background(), exporter, args...)
 		out, err := cmd.CombinedOutput()
 		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
 		return code, string(out)
 	}
 	t.Run("bad flag", func(t *testing.T) {
-		code, out := run("--web.listen-adress=:1")
+		code, out := run("--web.listen-adress=:1") //nolint:misspell // the typo is the test
 		if code != 2 || !strings.Contains(out, "unknown long flag '--web.listen-adress'") {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}

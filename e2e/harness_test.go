@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -98,7 +99,7 @@ func launchExporter(args ...string) (*exporterProc, error) {
 	}
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	e := &exporterProc{url: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	e.cmd = exec.Command(exporter, append([]string{"--web.listen-address=" + addr}, args...)...)
+	e.cmd = exec.CommandContext(context.Background(), exporter, append([]string{"--web.listen-address=" + addr}, args...)...)
 	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := e.cmd.Start(); err != nil {
@@ -117,7 +118,7 @@ func startExporter(t testing.TB, args ...string) *exporterProc {
 	}
 	e.t = t
 	t.Cleanup(func() {
-		e.stop(10 * time.Second)
+		_, _ = e.stop(10 * time.Second)
 		if t.Failed() {
 			t.Logf("exporter log:\n%s", tail(e.logs.String(), 60))
 		}
@@ -137,29 +138,33 @@ func (e *exporterProc) forTest(t testing.TB) *exporterProc {
 	return &c
 }
 
-// stop sends SIGTERM and waits; it returns the exit error and how long the
-// process took to exit, or fails after timeout.
-func (e *exporterProc) stop(timeout time.Duration) (error, time.Duration) {
+// stop sends SIGTERM and waits; it returns how long the process took to
+// exit and its exit error, or fails after timeout.
+func (e *exporterProc) stop(timeout time.Duration) (time.Duration, error) {
 	if e.cmd.ProcessState != nil {
-		return nil, 0
+		return 0, nil
 	}
 	start := time.Now()
 	_ = e.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-e.done:
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(timeout):
 		_ = e.cmd.Process.Kill()
 		<-e.done
 		if e.t != nil {
 			e.t.Errorf("exporter did not exit within %v of SIGTERM", timeout)
 		}
-		return fmt.Errorf("killed"), time.Since(start)
+		return time.Since(start), errors.New("killed after the timeout")
 	}
 }
 
 func (e *exporterProc) get(path string) (int, string, error) {
-	resp, err := http.Get(e.url + path)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, e.url+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -189,7 +194,7 @@ func (e *exporterProc) ready(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %v: code %d err %v body %s", timeout, code, err, body)
+			return fmt.Errorf("not ready after %v: code %d body %s: %w", timeout, code, body, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -57,7 +57,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	exporter = filepath.Join(dir, "kube-convergence-exporter")
-	build := exec.Command("go", "build", "-o", exporter, "../cmd/kube-convergence-exporter")
+	build := exec.CommandContext(ctx, "go", "build", "-o", exporter, "../cmd/kube-convergence-exporter")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build exporter:", err)
@@ -74,7 +74,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: sandbox:", err)
 		return 1
 	}
-	defer sb.Stop()
+	defer func() { _ = sb.Stop() }()
 	client = kubernetes.NewForConfigOrDie(sb.AdminConfig())
 	if err := sb.CreateNode(ctx, "kwok-node-0"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: node:", err)
@@ -94,7 +94,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer func() {
-		if err, _ := shared.stop(15 * time.Second); err != nil {
+		if _, err := shared.stop(15 * time.Second); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: shared exporter exit: %v\n%s\n", err, tail(shared.logs.String(), 40))
 		}
 	}()

@@ -195,7 +195,7 @@ func TestRestartMidRolloutRecoversOnce(t *testing.T) {
 	labels := map[string]string{"kind": "Deployment", "namespace": ns, "change": "create"}
 	stageSeconds(t, e, 1, with(labels, "stage", "observed"))
 	_ = e.cmd.Process.Kill() // no graceful shutdown
-	<-e.done
+	_ = <-e.done
 	e2 := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""))
 	e2.waitReady(60 * time.Second)
 	got := stageSeconds(t, e2, 1, with(labels, "stage", "available"))

@@ -46,8 +46,11 @@ func run() error {
 	say("Starting the sandbox: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok...")
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Stages:      sandbox.StagesGeneral,
-		ExtraStages: []string{demo.StageRunningNotReady},
-		Logf:        func(f string, a ...any) { say("  "+f, a...) },
+		ExtraStages: []string{demo.StageRunningNotReady, demo.StageReadyToStartContainers},
+		// Endpoints lag their pods by up to the batch period: visible in
+		// the endpoint propagation and removal metrics.
+		ControllerManagerFlags: []string{"--endpointslice-updates-batch-period=" + demo.SliceBatchPeriod.String()},
+		Logf:                   func(f string, a ...any) { say("  "+f, a...) },
 	})
 	if err != nil {
 		return err
@@ -74,7 +77,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	exp := exec.Command(bin, "--kubeconfig="+sb.Kubeconfig(""), "--web.listen-address="+addr,
+	exp := exec.CommandContext(context.WithoutCancel(ctx), bin, "--kubeconfig="+sb.Kubeconfig(""), "--web.listen-address="+addr,
 		"--stall.threshold=30s", "--web.external-url=http://"+addr+"/")
 	exp.Stdout, exp.Stderr = logFile, logFile
 	exp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -98,7 +101,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer am.Stop()
+	defer func() { _ = am.Stop() }()
 	rules, _ := filepath.Glob(filepath.Join(repoRoot(), "rules", "*.rules.yml"))
 	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{
 		ScrapeInterval: 5 * time.Second, EvaluationInterval: 5 * time.Second,
@@ -112,7 +115,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer prom.Stop()
+	defer func() { _ = prom.Stop() }()
 
 	say("Installing the demo workload (namespaces %s, %s)...", demo.Namespace, demo.QuotaNamespace)
 	if err := demo.Install(ctx, client); err != nil {
@@ -129,6 +132,8 @@ kube-convergence-exporter demo is running. Where to look:
   Prometheus    %[2]s   (HTTP API; the web UI needs assets that Go alone does not build)
                 curl -s '%[2]s/api/v1/query' --data-urlencode 'query=histogram_quantile(0.9, sum by (le, kind, stage) (rate(kube_convergence_rollout_duration_seconds_bucket[5m])))'
                 curl -s '%[2]s/api/v1/query' --data-urlencode 'query=kube_convergence_rollout_stalled_seconds'
+                curl -s '%[2]s/api/v1/query' --data-urlencode 'query=histogram_quantile(0.9, sum by (le, stage) (rate(kube_convergence_pod_startup_seconds_bucket[5m])))'
+                curl -s '%[2]s/api/v1/query' --data-urlencode 'query=kube_convergence_pods_not_ready > 0'
                 curl -s '%[2]s/api/v1/alerts'
   Alertmanager  %[3]s/api/v2/alerts
   Kubernetes    KUBECONFIG=%[4]s  (%[5]s/kubectl get deploy -A)
@@ -136,8 +141,10 @@ kube-convergence-exporter demo is running. Where to look:
 
 Rollouts converge quickly (demo/web), slowly (demo/slow), never (demo/never-ready: pods never Ready)
 and are blocked by a quota (demo-quota/over-quota); demo/db (StatefulSet) and demo/agent (DaemonSet)
-roll too. Stalls show after 30 s. Press Ctrl-C to stop everything.
-`, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir())
+roll too. demo/sandbox pods report PodReadyToStartContainers. Every Service's endpoints lag its pods
+by up to %[7]v (the controller-manager batches slice updates); demo/web-canary's selector moves.
+Stalls show after 30 s. Press Ctrl-C to stop everything.
+`, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod)
 
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()
@@ -147,14 +154,14 @@ roll too. Stalls show after 30 s. Press Ctrl-C to stop everything.
 			say("\nCtrl-C: stopping the exporter, Prometheus, Alertmanager and the sandbox...")
 			return nil
 		case <-t.C:
-			summary(say, "http://"+addr+"/metrics", receiver)
+			summary(ctx, say, "http://"+addr+"/metrics", receiver)
 		}
 	}
 }
 
 // summary prints open and stalled rollouts and the alerts received.
-func summary(say func(string, ...any), metricsURL string, receiver *sandbox.WebhookReceiver) {
-	resp, err := http.Get(metricsURL)
+func summary(ctx context.Context, say func(string, ...any), metricsURL string, receiver *sandbox.WebhookReceiver) {
+	resp, err := get(ctx, metricsURL)
 	if err != nil {
 		say("summary: %v", err)
 		return
@@ -182,6 +189,28 @@ func summary(say func(string, ...any), metricsURL string, receiver *sandbox.Webh
 	}
 	lines = append(lines, fmt.Sprintf("%s  rollouts ended by outcome %v, in progress %v",
 		time.Now().Format("15:04:05"), sum("kube_convergence_rollouts_total", "outcome"), sum("kube_convergence_rollouts_in_progress", "kind")))
+	notReady := map[string]float64{}
+	for r, v := range sum("kube_convergence_pods_not_ready", "reason") {
+		if v > 0 {
+			notReady[r] = v
+		}
+	}
+	mean := func(name string) string {
+		var s float64
+		var c uint64
+		if mf := mfs[name]; mf != nil {
+			for _, m := range mf.Metric {
+				s += m.GetHistogram().GetSampleSum()
+				c += m.GetHistogram().GetSampleCount()
+			}
+		}
+		if c == 0 {
+			return "none yet"
+		}
+		return fmt.Sprintf("%d, mean %.2fs", c, s/float64(c))
+	}
+	lines = append(lines, fmt.Sprintf("    pods not ready by reason %v; endpoint propagations %s; removals %s",
+		notReady, mean("kube_convergence_endpoint_propagation_seconds"), mean("kube_convergence_endpoint_removal_seconds")))
 	if mf := mfs["kube_convergence_rollout_stalled_seconds"]; mf != nil {
 		for _, m := range mf.Metric {
 			l := map[string]string{}
@@ -209,7 +238,7 @@ func summary(say func(string, ...any), metricsURL string, receiver *sandbox.Webh
 }
 
 func listenAddr(preferred string) string {
-	if l, err := net.Listen("tcp", preferred); err == nil {
+	if l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", preferred); err == nil {
 		_ = l.Close()
 		return preferred
 	}
@@ -223,7 +252,7 @@ func listenAddr(preferred string) string {
 func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := http.Get(url)
+		resp, err := get(ctx, url)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -241,6 +270,14 @@ func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+func get(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultClient.Do(req)
 }
 
 func binDir() string {

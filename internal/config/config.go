@@ -162,7 +162,10 @@ func Parse(b []byte) (*Config, error) {
 	if c.Stall.SeriesLimit == 0 {
 		c.Stall.SeriesLimit = DefaultStalledSeriesLimit
 	}
-	return c, c.validate()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (c *Config) validate() error {

@@ -81,20 +81,27 @@ func (r *Recorder) Metrics() []Metric {
 }
 
 func typeOf(c prometheus.Collector, name string, collected map[string]string) string {
+	// Vecs with no children emit nothing, so their type comes from their Go
+	// type. Plain metrics always emit a sample and are read from it below
+	// (their interfaces overlap: a Gauge has a Counter's methods, a Summary
+	// a Histogram's).
 	switch c.(type) {
-	case *prometheus.CounterVec, prometheus.Counter:
-		return "counter"
-	case *prometheus.GaugeVec, prometheus.Gauge:
+	case *prometheus.GaugeVec:
 		return "gauge"
-	case *prometheus.HistogramVec, prometheus.Histogram:
-		return "histogram"
-	case *prometheus.SummaryVec, prometheus.Summary:
+	case *prometheus.CounterVec:
+		return "counter"
+	case *prometheus.SummaryVec:
 		return "summary"
+	case *prometheus.HistogramVec:
+		return "histogram"
+	}
+	if t, ok := collected[name]; ok {
+		return t
 	}
 	if t, ok := c.(Typed); ok {
 		return t.MetricType(name)
 	}
-	return collected[name]
+	return ""
 }
 
 // collectedTypes collects c once and reads the types of what it emits

@@ -18,12 +18,14 @@ func TestRecorder(t *testing.T) {
 	r.MustRegister(
 		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "a_total", Help: `counts "things" | more`}, []string{"x", "y"}),
 		prometheus.NewHistogram(prometheus.HistogramOpts{Name: "b_seconds", Help: "latency"}),
+		prometheus.NewGauge(prometheus.GaugeOpts{Name: "b_gauge", Help: "a plain gauge"}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "c_info", Help: "info", ConstLabels: prometheus.Labels{"v": "1"}}, func() float64 { return 1 }),
 		scrapeOnly{prometheus.NewDesc("d_seconds", "computed", []string{"name"}, nil)},
 	)
 	got := r.Metrics()
 	want := []Metric{
 		{Name: "a_total", Type: "counter", Help: `counts "things" | more`, Labels: []string{"x", "y"}},
+		{Name: "b_gauge", Type: "gauge", Help: "a plain gauge"},
 		{Name: "b_seconds", Type: "histogram", Help: "latency"},
 		{Name: "c_info", Type: "gauge", Help: "info"},
 		{Name: "d_seconds", Type: "gauge", Help: "computed", Labels: []string{"name"}},
