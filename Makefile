@@ -22,7 +22,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e demo generate check-generated lint tools clean
+.PHONY: all build test test-unit test-e2e rules-test demo generate lint tools clean
 
 all: build
 
@@ -44,8 +44,14 @@ test-unit:
 test-e2e:
 	$(GO) test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
 
+## rules-test: promtool check rules and promtool test rules on the bundled
+## rules (part of test-unit too; needs the promtool of make tools).
+rules-test:
+	$(GO) test -count=1 ./rules/
+
 demo: tools build
-	$(GO) run ./cmd/kce-demo
+	$(GO) build -o $(BIN)/kce-demo ./cmd/kce-demo
+	$(BIN)/kce-demo
 
 generate:
 	$(GO) run ./internal/gen

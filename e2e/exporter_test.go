@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
-
-	dto "github.com/prometheus/client_model/go"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The foundation's acceptance: the real binary against a real API server.

@@ -93,6 +93,12 @@ func freeAddr(t testing.TB) string {
 
 // launchExporter runs the binary with args (a listen address is added).
 func launchExporter(args ...string) (*exporterProc, error) {
+	return launchExporterEnv(nil, args...)
+}
+
+// launchExporterEnv is launchExporter with env (KEY=VALUE) added to the
+// test's own environment, e.g. client-go's KUBE_FEATURE_* gates.
+func launchExporterEnv(env []string, args ...string) (*exporterProc, error) {
 	port, err := sandbox.FreePort()
 	if err != nil {
 		return nil, err
@@ -101,6 +107,9 @@ func launchExporter(args ...string) (*exporterProc, error) {
 	e := &exporterProc{url: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	e.cmd = exec.CommandContext(context.Background(), exporter, append([]string{"--web.listen-address=" + addr}, args...)...)
 	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
+	if env != nil {
+		e.cmd.Env = append(os.Environ(), env...)
+	}
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := e.cmd.Start(); err != nil {
 		return nil, err
@@ -112,7 +121,13 @@ func launchExporter(args ...string) (*exporterProc, error) {
 // startExporter runs the binary for one test and stops it at its end.
 func startExporter(t testing.TB, args ...string) *exporterProc {
 	t.Helper()
-	e, err := launchExporter(args...)
+	return startExporterEnv(t, nil, args...)
+}
+
+// startExporterEnv is startExporter with env added (see launchExporterEnv).
+func startExporterEnv(t testing.TB, env []string, args ...string) *exporterProc {
+	t.Helper()
+	e, err := launchExporterEnv(env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +166,7 @@ func (e *exporterProc) stop(timeout time.Duration) (time.Duration, error) {
 		return time.Since(start), err
 	case <-time.After(timeout):
 		_ = e.cmd.Process.Kill()
-		<-e.done
+		<-e.done //nolint:errcheck // killed: the exit error says only that
 		if e.t != nil {
 			e.t.Errorf("exporter did not exit within %v of SIGTERM", timeout)
 		}

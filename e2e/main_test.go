@@ -67,7 +67,7 @@ func testMain(m *testing.M) int {
 		Stages:                 sandbox.StagesGeneral,
 		ControllerManagerFlags: []string{"--endpointslice-updates-batch-period=" + sliceBatchPeriod.String()},
 		Users:                  []string{readOnlyUser, noEndpointsUser},
-		ExtraStages:            []string{demo.StageRunningNotReady},
+		ExtraStages:            []string{demo.StageRunningNotReady, demo.StageReadyToStartContainers},
 		Logf:                   func(f string, a ...any) { fmt.Printf("sandbox: "+f+"\n", a...) },
 	})
 	if err != nil {
@@ -75,6 +75,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = sb.Stop() }()
+	defer stopWatchSandbox() // started on first use by the watch tests
 	client = kubernetes.NewForConfigOrDie(sb.AdminConfig())
 	if err := sb.CreateNode(ctx, "kwok-node-0"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: node:", err)

@@ -187,6 +187,16 @@ func TestDeletedMidRollout(t *testing.T) {
 func TestRestartMidRolloutRecoversOnce(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "roll-restart")
+	// rollouts_recovered_total has no namespace label: wait until no other
+	// rollout is in flight (an earlier sequential test may leave some, such
+	// as the demo workload's, until its namespaces are deleted).
+	eventually(t, 2*time.Minute, "no rollout in flight elsewhere", func() (bool, string) {
+		var open float64
+		for _, m := range shared.forTest(t).scrape()["kube_convergence_rollouts_in_progress"].GetMetric() {
+			open += m.GetGauge().GetValue()
+		}
+		return open == 0, fmt.Sprintf("%v rollouts in progress", open)
+	})
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""))
 	e.waitReady(60 * time.Second)
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "web", 2, demo.Delays(1*time.Second, 6*time.Second)), metav1.CreateOptions{}); err != nil {
@@ -195,7 +205,7 @@ func TestRestartMidRolloutRecoversOnce(t *testing.T) {
 	labels := map[string]string{"kind": "Deployment", "namespace": ns, "change": "create"}
 	stageSeconds(t, e, 1, with(labels, "stage", "observed"))
 	_ = e.cmd.Process.Kill() // no graceful shutdown
-	_ = <-e.done
+	<-e.done                 //nolint:errcheck // killed: the exit error says only that
 	e2 := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""))
 	e2.waitReady(60 * time.Second)
 	got := stageSeconds(t, e2, 1, with(labels, "stage", "available"))

@@ -111,6 +111,8 @@ func run() error {
 			Extra: map[string]any{"scrape_native_histograms": true, "always_scrape_classic_histograms": true}}},
 		RuleFiles:       rules,
 		AlertmanagerURL: am.URL(),
+		// Count a series' first increment (see README, scrape configuration).
+		ExtraArgs: []string{"--enable-feature=created-timestamp-zero-ingestion"},
 	})
 	if err != nil {
 		return err

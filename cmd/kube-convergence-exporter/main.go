@@ -80,14 +80,18 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	serveCmd.Flag("config.file", "Optional YAML file for per-collector settings (which collectors run, stall thresholds, label policy). Unknown keys are errors.").Default("").StringVar(&f.configFile)
 	serveCmd.Flag("stall.threshold", "Age after which an unconverged object is reported as stalled (per-kind overrides in --config.file).").Default(config.DefaultStallThreshold.String()).DurationVar(&f.stallThreshold)
 	promslogflag.AddFlags(app, &f.log)
+	sloDispatch := addSLOCommands(app)
 
-	_, err := app.Parse(args)
+	cmd, err := app.Parse(args)
 	if exitCode >= 0 {
 		return exitCode
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-convergence-exporter: %v (see --help)\n", err)
 		return 2
+	}
+	if handled, code := sloDispatch(cmd, stdout, stderr); handled {
+		return code
 	}
 	f.log.Writer = stderr
 	logger := promslog.New(&f.log)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -36,6 +38,8 @@ func Collectors(o Options) []collectors.Collector {
 	}
 	return []collectors.Collector{
 		rollouts.New(o.Config, o.StallThreshold, o.Logger, o.Now),
+		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
+		endpoints.New(o.Config, o.Logger, o.Now),
 	}
 }
 

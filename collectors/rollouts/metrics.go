@@ -77,6 +77,16 @@ func (c *Collector) observe(evs []tracker.Event) {
 		case tracker.EpisodeClosed:
 			c.m.closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(e.Outcome)).Inc()
 			delete(c.droppedEpisodes, ep.UID)
+		case tracker.EpisodeOpened:
+			// Create this episode's series at zero: Prometheus' rate() cannot
+			// count a series that first appears with its first increment.
+			for _, st := range tracker.Stages(ep.Kind) {
+				c.m.duration.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change))
+				for _, b := range latency.RolloutBuckets {
+					c.m.exceeded.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change), latency.Threshold(b))
+				}
+			}
+			c.m.closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(tracker.OutcomeConverged))
 		case tracker.EpisodeRecovered:
 			c.m.recovered.WithLabelValues(string(ep.Kind)).Inc()
 			c.logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.APIStart)

@@ -200,7 +200,11 @@ func (c *Collector) onFact(obj any) {
 		targets = c.openIn(o.GetNamespace(), "")
 	}
 	for _, ep := range targets {
-		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID {
+		// The store can be ahead of the workload handler: a newer generation
+		// there is still queued for onWorkload, which delivers it in order.
+		// Taking it here could show it already observed at first sight,
+		// which the tracker reads as a missed write (a watch gap).
+		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Generation {
 			c.observe(c.tr.Observe(w, now, false))
 		}
 	}

@@ -2,7 +2,10 @@
 // need a busy cluster): rollouts that converge quickly and slowly, one that
 // never converges because its pods never become Ready, one blocked by a
 // ResourceQuota, a StatefulSet and a DaemonSet that roll, scale-ups and
-// scale-downs, and churn every few seconds.
+// scale-downs, pods that report PodReadyToStartContainers, Services whose
+// endpoints lag their pods (the demo's controller-manager batches slice
+// updates, see SliceBatchPeriod), a pod in two Services and a selector that
+// moves, and churn every few seconds.
 package demo
 
 import (
@@ -25,6 +28,13 @@ const (
 	Namespace      = "demo"
 	QuotaNamespace = "demo-quota"
 )
+
+// SliceBatchPeriod is the demo controller-manager's
+// --endpointslice-updates-batch-period: pod-triggered EndpointSlice updates
+// wait that long, so every Service's endpoints lag their pods' readiness by
+// up to 2 s, as on large clusters that batch to cut slice churn (0 by
+// default: tens of milliseconds, too fast to see).
+const SliceBatchPeriod = 2 * time.Second
 
 // Delays returns kwok annotations for exact pod stage delays.
 func Delays(create, ready time.Duration) map[string]string {
@@ -65,6 +75,9 @@ func Install(ctx context.Context, c kubernetes.Interface) error {
 		{Namespace, withDeadline(Deployment(Namespace, "never-ready", 2, NeverReady), deadline), true},
 		// A quota of 2 pods for 4 replicas: replica_failure.
 		{QuotaNamespace, Deployment(QuotaNamespace, "over-quota", 4, Delays(500*time.Millisecond, 500*time.Millisecond)), false},
+		// Pods whose node reports PodReadyToStartContainers (the project's
+		// kwok Stage): sandbox 500 ms, init 1 s, ready 1 s.
+		{Namespace, Deployment(Namespace, "sandbox", 2, ReadyToStartContainers(500*time.Millisecond, time.Second, time.Second)), true},
 	}
 	for _, o := range objects {
 		if o.svc {
@@ -75,6 +88,11 @@ func Install(ctx context.Context, c kubernetes.Interface) error {
 		if _, err := c.AppsV1().Deployments(o.ns).Create(ctx, o.d, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("demo: deployment %s: %w", o.d.Name, err)
 		}
+	}
+	// A second Service in front of web's pods: a pod in two Services; Churn
+	// moves its selector between web and slow.
+	if err := createServiceFor(ctx, c, Namespace, CanaryService, "web"); err != nil {
+		return err
 	}
 	two := int32(2)
 	sts := &appsv1.StatefulSet{
@@ -113,13 +131,13 @@ func Churn(ctx context.Context, c kubernetes.Interface, logger *slog.Logger) {
 		do   func(ctx context.Context, i int) error
 	}{
 		{"web: new image", func(ctx context.Context, i int) error {
-			return updateDeployment(ctx, c, Namespace, "web", func(d *appsv1.Deployment) { setImage(&d.Spec.Template, i) })
+			return updateDeployment(ctx, c, "web", func(d *appsv1.Deployment) { setImage(&d.Spec.Template, i) })
 		}},
 		{"web: scale", func(ctx context.Context, i int) error {
-			return updateDeployment(ctx, c, Namespace, "web", func(d *appsv1.Deployment) { n := int32(2 + i%4); d.Spec.Replicas = &n })
+			return updateDeployment(ctx, c, "web", func(d *appsv1.Deployment) { n := int32(2 + i%4); d.Spec.Replicas = &n })
 		}},
 		{"slow: new image", func(ctx context.Context, i int) error {
-			return updateDeployment(ctx, c, Namespace, "slow", func(d *appsv1.Deployment) { setImage(&d.Spec.Template, i) })
+			return updateDeployment(ctx, c, "slow", func(d *appsv1.Deployment) { setImage(&d.Spec.Template, i) })
 		}},
 		{"db: new image", func(ctx context.Context, i int) error {
 			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -133,7 +151,22 @@ func Churn(ctx context.Context, c kubernetes.Interface, logger *slog.Logger) {
 			})
 		}},
 		{"web: scale down", func(ctx context.Context, _ int) error {
-			return updateDeployment(ctx, c, Namespace, "web", func(d *appsv1.Deployment) { n := int32(1); d.Spec.Replicas = &n })
+			return updateDeployment(ctx, c, "web", func(d *appsv1.Deployment) { n := int32(1); d.Spec.Replicas = &n })
+		}},
+		{"web-canary: move the selector", func(ctx context.Context, i int) error {
+			// Pods newly selected are due as endpoints from the change.
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				svc, err := c.CoreV1().Services(Namespace).Get(ctx, CanaryService, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				svc.Spec.Selector = map[string]string{"app": []string{"web", "slow"}[i%2]}
+				_, err = c.CoreV1().Services(Namespace).Update(ctx, svc, metav1.UpdateOptions{})
+				return err
+			})
+		}},
+		{"sandbox: new image", func(ctx context.Context, i int) error {
+			return updateDeployment(ctx, c, "sandbox", func(d *appsv1.Deployment) { setImage(&d.Spec.Template, i) })
 		}},
 		{"agent: new image", func(ctx context.Context, i int) error {
 			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -191,14 +224,21 @@ func withDeadline(d *appsv1.Deployment, seconds int32) *appsv1.Deployment {
 	return d
 }
 
+// CanaryService is the demo's second Service over web's pods.
+const CanaryService = "web-canary"
+
 func createService(ctx context.Context, c kubernetes.Interface, ns, app string) error {
+	return createServiceFor(ctx, c, ns, app, app)
+}
+
+func createServiceFor(ctx context.Context, c kubernetes.Interface, ns, name, app string) error {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": app},
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	}
 	if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("demo: service %s: %w", app, err)
+		return fmt.Errorf("demo: service %s: %w", name, err)
 	}
 	return nil
 }
@@ -207,14 +247,14 @@ func setImage(t *corev1.PodTemplateSpec, i int) {
 	t.Spec.Containers[0].Image = fmt.Sprintf("registry.example/%s:v%d", t.Labels["app"], i)
 }
 
-func updateDeployment(ctx context.Context, c kubernetes.Interface, ns, name string, mutate func(*appsv1.Deployment)) error {
+func updateDeployment(ctx context.Context, c kubernetes.Interface, name string, mutate func(*appsv1.Deployment)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		d, err := c.AppsV1().Deployments(Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		mutate(d)
-		_, err = c.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		_, err = c.AppsV1().Deployments(Namespace).Update(ctx, d, metav1.UpdateOptions{})
 		return err
 	})
 }

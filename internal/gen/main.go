@@ -1,5 +1,5 @@
-// Command gen writes the repository's generated artefacts (the ClusterRole
-// now; rules, dashboards and the metric reference later). Each generator
+// Command gen writes the repository's generated artefacts (the ClusterRole,
+// the metric reference, the SLO rules, the Grafana dashboards). Each generator
 // renders one file from code; the outputs are committed, and `-check` (run
 // by the tests and CI) fails when a committed copy is stale.
 //
@@ -26,7 +26,9 @@ import (
 	"strings"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
+	"github.com/kube-convergence/kube-convergence-exporter/dashboards"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/gen/manifests"
+	"github.com/kube-convergence/kube-convergence-exporter/rules"
 )
 
 // modulePath identifies the repository root by its go.mod.
@@ -42,7 +44,7 @@ type generator struct {
 // generators lists every generator in the order they run. Add new ones here;
 // the staleness test covers every entry.
 func generators() []generator {
-	return []generator{
+	gs := []generator{
 		{
 			name:   "clusterrole",
 			path:   "deploy/base/clusterrole.yaml",
@@ -53,7 +55,35 @@ func generators() []generator {
 			path:   "README.md",
 			render: func(root string) ([]byte, error) { return readmeWithMetrics(filepath.Join(root, "README.md")) },
 		},
+		{
+			// The bundled SLOs' recording rules and burn-rate alerts, from
+			// rules/slos.yaml (embedded in package rules).
+			name:   "slo-rules",
+			path:   rules.SLORulesPath,
+			render: func(string) ([]byte, error) { return rules.SLORules() },
+		},
+		{
+			// The hand-written alerts and the SLO rules as one
+			// prometheus-operator object for deploy/base.
+			name:   "prometheusrule",
+			path:   rules.PrometheusRulePath,
+			render: func(string) ([]byte, error) { return rules.PrometheusRule() },
+		},
 	}
+	// One file per Grafana dashboard, then all of them as the sidecar's
+	// ConfigMap in deploy/base.
+	for _, d := range dashboards.All() {
+		gs = append(gs, generator{
+			name:   "dashboard-" + strings.TrimPrefix(d.UID, "kce-"),
+			path:   d.Path(),
+			render: func(string) ([]byte, error) { return d.JSON() },
+		})
+	}
+	return append(gs, generator{
+		name:   "grafana-dashboards",
+		path:   dashboards.ConfigMapPath,
+		render: func(string) ([]byte, error) { return dashboards.ConfigMap() },
+	})
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -66,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./internal/gen [-root dir] [-check] [generator...]\n\ngenerators:\n")
 		for _, g := range generators() {
-			fmt.Fprintf(stderr, "  %-16s %s\n", g.name, g.path)
+			fmt.Fprintf(stderr, "  %-26s %s\n", g.name, g.path)
 		}
 		fmt.Fprintln(stderr, "\nflags:")
 		flags.PrintDefaults()

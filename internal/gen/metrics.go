@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 

@@ -5,7 +5,8 @@
 // client-go removed its reflector metrics in 2019 (memory leaks) and nothing
 // upstream counts relists today (KEP-4346 still landing), so the wrapper infers
 // them from the sequence of calls the reflector makes; listerWatcher documents
-// the state machine.
+// the state machine. docs/watch.md says what each number means for a cluster,
+// with what e2e/watch_test.go measured against a real API server.
 package listwatch
 
 import (
@@ -62,14 +63,17 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		relists: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kube_convergence_watch_relists_total",
 			Help: "List cycles (full re-reads of the collection by LIST or by a WatchList stream with sendInitialEvents=true) started by the informer's reflector, by cause: " +
-				"initial = the first cycle of this informer, expired = the previous watch or list failed with 410 Gone (resource version too old), error = any other failure forced it. " +
+				"initial = the first cycle of this informer; expired = the previous watch or list failed with 410 Gone (its resource version is older than the watch cache or etcd still holds); " +
+				"error = anything else forced it: another failed LIST or WATCH request, or a watch stream that ended within 1 s of its request without any event (client-go's VeryShortWatchError). " +
 				"A cycle counts once however many requests it takes: LIST pages, the immediate retry after a 410, a WatchList stream's fall-back to LIST. " +
 				"A watch resumed from its last resource version is not a relist.",
 		}, []string{"resource", "reason"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kube_convergence_watch_restarts_total",
-			Help: "Watch streams that ended, by reason: timeout = the stream closed without error at or after its requested timeoutSeconds, " +
-				"closed = it closed earlier without error or the client stopped it, error = an ERROR event other than 410 (including stream decode errors), expired = an ERROR event with 410 Gone.",
+			Help: "Watch streams (WatchList streams included) that ended, by reason: timeout = the server closed it without error at or after its requested timeoutSeconds; " +
+				"closed = it ended earlier without error: a broken connection or an API server shutting down (client-go ends the stream cleanly on both), the client stopping it, " +
+				"or the empty stream client-go returns after retrying a failing watch request for about 10 s (one per 10 s while the API server is unreachable); " +
+				"error = an ERROR event other than 410 (including stream decode errors); expired = an ERROR event with 410 Gone.",
 		}, []string{"resource", "reason"}),
 		bookmarks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kube_convergence_watch_bookmarks_total",

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -146,4 +147,82 @@ func NodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// podStages maps the pod conditions that mark startup stages.
+var podStages = map[corev1.PodConditionType]tracker.PodStage{
+	corev1.PodScheduled:              tracker.PodStageScheduled,
+	corev1.PodReadyToStartContainers: tracker.PodStageReadyToStartContainers,
+	corev1.PodInitialized:            tracker.PodStageInitialized,
+	corev1.ContainersReady:           tracker.PodStageContainersReady,
+	corev1.PodReady:                  tracker.PodStageReady,
+}
+
+// OwnerKindNone is the owner_kind of a pod without a controller.
+const OwnerKindNone = "none"
+
+// Pod returns the record of p for the pod startup tracker. nodeReady is as
+// for PodFacts.
+func Pod(p *corev1.Pod, nodeReady func(name string) bool) tracker.Pod {
+	r := tracker.Pod{
+		PodRef:  tracker.PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, OwnerKind: OwnerKindNone},
+		Created: p.CreationTimestamp.Time,
+		Facts:   PodFacts(p, nodeReady),
+	}
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		r.OwnerKind = ref.Kind
+	}
+	for _, c := range p.Status.Conditions {
+		if s, ok := podStages[c.Type]; ok {
+			r.Conditions = append(r.Conditions, tracker.PodCondition{Stage: s, True: c.Status == corev1.ConditionTrue, LastTransition: c.LastTransitionTime.Time})
+		}
+	}
+	return r
+}
+
+// ServedPod returns the record of p for the endpoint tracker; services are
+// the names of the Services that select it (see PublishesByReadiness).
+func ServedPod(p *corev1.Pod, services []string) tracker.ServedPod {
+	return tracker.ServedPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
+		Ready: PodReady(p), Terminating: p.DeletionTimestamp != nil, Services: services}
+}
+
+// PublishesByReadiness reports whether the EndpointSlice controller
+// publishes svc's pods according to their readiness: it has a selector
+// (without one, endpoints are managed by hand) and publishNotReadyAddresses
+// is off (with it, pods are ready endpoints whether Ready or not).
+func PublishesByReadiness(svc *corev1.Service) bool {
+	return len(svc.Spec.Selector) > 0 && !svc.Spec.PublishNotReadyAddresses
+}
+
+// AnnotationTriggerTime is set by the EndpointSlice controller: the
+// earliest pod change (a Ready transition time, by the node's clock) that the
+// slice update reflects.
+const AnnotationTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
+
+// Slice returns the record of an EndpointSlice: the pods that are ready
+// endpoints in it, and its trigger time.
+func Slice(s *discoveryv1.EndpointSlice) tracker.Slice {
+	r := tracker.Slice{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name, Service: s.Labels[discoveryv1.LabelServiceName]}
+	for _, e := range s.Endpoints {
+		if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
+			continue
+		}
+		// The API reads a nil ready condition as true; a terminating
+		// endpoint is not ready (the controller sets ready=false for it
+		// unless publishNotReadyAddresses, whose Services are not tracked).
+		ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+		if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
+			ready = false
+		}
+		if ready {
+			r.Ready = append(r.Ready, string(e.TargetRef.UID))
+		}
+	}
+	if v := s.Annotations[AnnotationTriggerTime]; v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			r.TriggerTime = t
+		}
+	}
+	return r
 }

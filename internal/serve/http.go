@@ -57,8 +57,11 @@ type HandlerOptions struct {
 func Handler(o HandlerOptions) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle(o.TelemetryPath, promhttp.InstrumentMetricHandler(o.Registerer, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
-		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelError),
-		ErrorHandling:     promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+		// Exposes promhttp_metric_handler_errors_total, which the bundled
+		// KubeConvergenceExporterScrapeErrors alert reads.
+		Registry:          o.Registerer,
 		EnableOpenMetrics: true, // exemplars are only exposed in OpenMetrics and protobuf
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

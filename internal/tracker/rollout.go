@@ -21,6 +21,9 @@ type RolloutConfig struct {
 	// already reached are not observed (their time is unknown). 10 s covers
 	// the 1 s truncation of API timestamps, watch delivery (p99 10 ms on
 	// the sandbox, FACTS.md) and a few seconds of clock skew. Zero: 10 s.
+	// A generation already observed by its controller at first sight is
+	// missed however recent (see missed): LateAfter only decides for one
+	// the controller has not observed yet.
 	LateAfter time.Duration
 }
 
@@ -39,6 +42,10 @@ const (
 	// EpisodeRecovered: an episode in flight was found at start or after a
 	// watch gap, and started from the API-side time.
 	EpisodeRecovered
+	// EpisodeOpened: an episode opened (live or recovered). Sinks create
+	// their series at zero here, so that rate() sees the first observation
+	// or crossing as an increase from 0 instead of a series appearing at 1.
+	EpisodeOpened
 )
 
 // Episode identifies one rollout: one generation of one object.
@@ -120,28 +127,36 @@ func (t *RolloutTracker) Observe(w Workload, now time.Time, initial bool) []Even
 		o = &object{}
 		t.objects[w.UID] = o
 		switch {
-		case initial || now.Sub(w.apiStart()) > t.cfg.LateAfter:
+		case initial || t.missed(&w, now):
 			if !settled(&w) {
 				change := ChangeOther // the previous spec is unknown
 				if w.Generation == 1 {
 					change = ChangeCreate
 				}
 				o.ep = t.recover(&w, change, now)
-				evs = append(evs, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
+				evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 			}
 		default:
 			o.ep = t.open(&w, ChangeCreate, now)
+			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
 		}
 	case w.Generation > o.last.Generation:
 		if o.ep != nil {
 			evs = t.close(evs, o, OutcomeSuperseded, now)
 		}
 		change := classify(&o.last, &w)
-		if now.Sub(w.apiStart()) > t.cfg.LateAfter {
-			o.ep = t.recover(&w, change, now)
-			evs = append(evs, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
-		} else {
+		switch {
+		case !t.missed(&w, now):
 			o.ep = t.open(&w, change, now)
+			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+		case settled(&w):
+			// Written and converged while the watch was cut: invisible,
+			// like a rollout that ended while the exporter was down. Its
+			// stage times are unknown, and timing them from the relist
+			// would invent near-zero durations.
+		default:
+			o.ep = t.recover(&w, change, now)
+			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation < o.last.Generation:
 		return nil // an older copy (should not happen with one informer): ignore
@@ -152,6 +167,21 @@ func (t *RolloutTracker) Observe(w Workload, now time.Time, initial bool) []Even
 		evs = t.advance(evs, o, now)
 	}
 	return evs
+}
+
+// missed reports whether the exporter did not receive w's spec write as it
+// happened, so the generation must be recovered rather than timed from now.
+// Either the controller has already observed it: a live watch delivers the
+// spec write (observedGeneration still older, the API server keeps status on
+// spec updates) before the controller's status write, so a generation that
+// is observed at first sight came from a relist after a watch gap, however
+// short. Gaps shorter than LateAfter are the common case: an API server
+// restart takes seconds and every informer relists after it (its new watch
+// cache answers 410), and a network blip across an etcd compaction does the
+// same. Or the write is older than LateAfter (a gap while the controller was
+// slow or down too).
+func (t *RolloutTracker) missed(w *Workload, now time.Time) bool {
+	return w.observed() || now.Sub(w.apiStart()) > t.cfg.LateAfter
 }
 
 // Delete closes the open episode of uid, if any, and forgets the object.

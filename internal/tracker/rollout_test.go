@@ -46,6 +46,8 @@ func format(evs []Event) []string {
 			out = append(out, fmt.Sprintf("closed %s", e.Outcome))
 		case EpisodeRecovered:
 			out = append(out, "recovered")
+		case EpisodeOpened:
+			// Not shown: every timeline opens episodes; TestOpenedEvents checks them.
 		}
 	}
 	return out
@@ -142,6 +144,7 @@ func TestEndpointsStage(t *testing.T) {
 
 func TestNoServiceSkipsEndpointsAndNeverCountsThem(t *testing.T) {
 	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 0, 2, 0, 0))}, // the create, not observed yet
 		{at: "0s", w: p(deploy(1, 1, 2, 0, 0)), want: []string{"reached observed 0s"}},
 		{at: "2s", tick: true, want: []string{"crossed updated >1", "crossed available >1"}},
 		{at: "3s", w: p(deploy(1, 1, 2, 2, 2)), want: []string{"reached updated 3s", "reached available 3s", "closed converged"}},
@@ -192,6 +195,7 @@ func TestChangeClassification(t *testing.T) {
 
 func TestDeletedMidRollout(t *testing.T) {
 	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 0, 3, 0, 0))},
 		{at: "0s", w: p(deploy(1, 1, 3, 1, 0)), want: []string{"reached observed 0s"}},
 		{at: "1.2s", del: true, want: []string{"crossed updated >1", "crossed available >1", "closed deleted"}},
 		{at: "2s", del: true}, // already forgotten
@@ -243,6 +247,7 @@ func TestStatefulSetReadyAndPartition(t *testing.T) {
 	t.Run("rolling update completes when currentRevision moves", func(t *testing.T) {
 		run(t, newTracker(), []step{
 			{at: "0s", w: p(sts(1, 1, 0, "r1", "r1", 3, 3)), initial: true},
+			{at: "1s", w: p(sts(2, 1, 0, "r1", "r1", 3, 3))}, // the spec write
 			{at: "1s", w: p(sts(2, 2, 0, "r1", "r2", 3, 1)), want: []string{"reached observed 0s"}},
 			{at: "1.6s", w: p(sts(2, 2, 0, "r1", "r2", 3, 3))}, // all updated, currentRevision not moved yet
 			{at: "1.8s", w: p(sts(2, 2, 0, "r2", "r2", 3, 3)), want: []string{"reached ready 800ms", "closed converged"}},
@@ -251,6 +256,7 @@ func TestStatefulSetReadyAndPartition(t *testing.T) {
 	t.Run("partition 2 of 3: one updated and all ready", func(t *testing.T) {
 		run(t, newTracker(), []step{
 			{at: "0s", w: p(sts(1, 1, 0, "r1", "r1", 3, 3)), initial: true},
+			{at: "1s", w: p(sts(2, 1, 2, "r1", "r1", 3, 3))},
 			{at: "1s", w: p(sts(2, 2, 2, "r1", "r2", 2, 0)), want: []string{"reached observed 0s"}},
 			{at: "1.5s", w: p(sts(2, 2, 2, "r1", "r2", 3, 1)), want: []string{"reached ready 500ms", "closed converged"}},
 		})
@@ -265,6 +271,7 @@ func TestDaemonSet(t *testing.T) {
 	}
 	run(t, newTracker(), []step{
 		{at: "0s", w: p(ds(1, 1, 4, 4, 4, 0)), initial: true},
+		{at: "1s", w: p(ds(2, 1, 4, 4, 4, 0))}, // the spec write
 		{at: "1s", w: p(ds(2, 2, 4, 1, 4, 0)), want: []string{"reached observed 0s"}},
 		{at: "1.3s", w: p(ds(2, 2, 4, 4, 3, 1)), want: []string{"reached updated 300ms"}},
 		{at: "1.7s", w: p(ds(2, 2, 4, 4, 4, 0)), want: []string{"reached available 700ms", "closed converged"}},
@@ -318,8 +325,8 @@ func TestLiveWriteWithinLateAfterIsLive(t *testing.T) {
 	w := with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = t0 })
 	tr := newTracker()
 	tr.Observe(deploy(1, 1, 3, 3, 3), at("-1h"), true)
-	if evs := tr.Observe(w, at("1s"), false); len(evs) != 0 {
-		t.Fatalf("unexpected events %v", format(evs))
+	if evs := format(tr.Observe(w, at("1s"), false)); len(evs) != 0 {
+		t.Fatalf("unexpected events %v", evs)
 	}
 	if open := tr.Open(); len(open) != 1 || open[0].Recovered || !open[0].Start.Equal(at("1s")) {
 		t.Fatalf("open = %+v, want a live episode started at +1s", open)
@@ -365,5 +372,34 @@ func TestOlderGenerationIgnored(t *testing.T) {
 	tr.Observe(deploy(3, 3, 1, 1, 1), at("0s"), true)
 	if evs := tr.Observe(deploy(2, 2, 1, 0, 0), at("1s"), false); len(evs) != 0 || len(tr.Open()) != 0 {
 		t.Fatalf("older generation changed state: %v", format(evs))
+	}
+}
+
+func TestOpenedEvents(t *testing.T) {
+	tr := newTracker()
+	count := func(evs []Event) (opened, recovered int) {
+		for _, e := range evs {
+			switch e.Type {
+			case EpisodeOpened:
+				opened++
+			case EpisodeRecovered:
+				recovered++
+			}
+		}
+		return opened, recovered
+	}
+	if o, r := count(tr.Observe(deploy(1, 0, 1, 0, 0), at("0s"), false)); o != 1 || r != 0 {
+		t.Errorf("live create: opened %d recovered %d", o, r)
+	}
+	gen2 := with(deploy(2, 1, 1, 1, 1), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("1s") })
+	if o, r := count(tr.Observe(gen2, at("1s"), false)); o != 1 || r != 0 {
+		t.Errorf("new generation: opened %d recovered %d", o, r)
+	}
+	tr2 := newTracker()
+	if o, r := count(tr2.Observe(deploy(3, 2, 1, 0, 0), at("1m"), true)); o != 1 || r != 1 {
+		t.Errorf("recovered at start: opened %d recovered %d", o, r)
+	}
+	if o, _ := count(newTracker().Observe(deploy(5, 5, 1, 1, 1), at("1m"), true)); o != 0 {
+		t.Errorf("a converged object opened an episode")
 	}
 }

@@ -46,6 +46,8 @@ var baseFiles = map[string]struct{ apiVersion, kind, name, namespace string }{
 	"deployment.yaml":         {"apps/v1", "Deployment", exporterName, baseNamespace},
 	"service.yaml":            {"v1", "Service", exporterName, baseNamespace},
 	"servicemonitor.yaml":     {"monitoring.coreos.com/v1", "ServiceMonitor", exporterName, baseNamespace},
+	"prometheusrule.yaml":     {"monitoring.coreos.com/v1", "PrometheusRule", exporterName, baseNamespace},
+	"grafana-dashboards.yaml": {"v1", "ConfigMap", exporterName + "-dashboards", baseNamespace},
 }
 
 // readDoc parses one single-document YAML file of deploy/base into a
@@ -167,6 +169,8 @@ func typedObject(kind string) any {
 		return &rbacv1.ClusterRoleBinding{}
 	case "Deployment":
 		return &appsv1.Deployment{}
+	case "ConfigMap":
+		return &corev1.ConfigMap{}
 	}
 	return nil
 }
@@ -551,7 +555,7 @@ func TestKustomizeBuild(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace", "Service", "ServiceAccount", "ServiceMonitor"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("kustomize rendered %v, want %v", kinds, want)
 	}

@@ -1,0 +1,135 @@
+package pods
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+type metrics struct {
+	startup  *prometheus.HistogramVec
+	interval *prometheus.HistogramVec
+	exceeded *prometheus.CounterVec
+	dropped  prometheus.Counter
+
+	notReadyDesc *prometheus.Desc
+	stalledDesc  *prometheus.Desc
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		startup: prometheus.NewHistogramVec(latency.HistogramOpts(
+			"kube_convergence_pod_startup_seconds",
+			"Time from a pod's creation (as received by the exporter) until each startup condition first turned True: scheduled (PodScheduled), ready_to_start_containers (PodReadyToStartContainers: sandbox and network), initialized (Initialized), containers_ready (ContainersReady), ready (Ready). Each stage at most once per pod, for pods created while the exporter watches; conditions a node does not report are not observed. owner_kind is the kind of the pod's controller ownerReference, or none. Stages not reached are counted by kube_convergence_pod_startup_threshold_exceeded_total.",
+			latency.PodStartupBuckets), []string{"namespace", "owner_kind", "stage"}),
+		interval: prometheus.NewHistogramVec(latency.HistogramOpts(
+			"kube_convergence_pod_stage_interval_seconds",
+			"Time between consecutive startup conditions of a pod, in the order they turned True: from is created or the stage reached before, to the stage reached. Measured between the exporter's receive times, so never negative; conditions that turn True in the same update are ordered by lastTransitionTime and are 0 apart.",
+			latency.PodStartupBuckets), []string{"namespace", "from", "to"}),
+		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kube_convergence_pod_startup_threshold_exceeded_total",
+			Help: "Pods whose age passed the threshold (seconds, formatted like the startup histogram's le) before the stage's condition turned True, counted when it happened, while the pod was still starting (not terminating, not finished). With the le bucket it makes a pod startup SLI that counts stuck pods while they are stuck. ready_to_start_containers counts only for pods whose node reports that condition.",
+		}, []string{"namespace", "owner_kind", "stage", "threshold"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kube_convergence_pod_stalled_series_dropped_total",
+			Help: "Stalled pods not exposed by kube_convergence_pod_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per not-ready spell.",
+		}),
+		notReadyDesc: prometheus.NewDesc("kube_convergence_pods_not_ready",
+			"Pods not terminating, in phase Pending or Running, whose Ready condition is not True, by the most specific reason: unschedulable, image_pull, crash_loop, init_failing, readiness_failing, node_not_ready, other. Every reason is exposed, 0 included, for each namespace that had pods.",
+			[]string{"namespace", "reason"}, nil),
+		stalledDesc: prometheus.NewDesc("kube_convergence_pod_stalled_seconds",
+			"Seconds a pod has not been ready, since its creation or since it stopped being Ready, when longer than the stall threshold (stall.perKind.Pod, else --stall.threshold); stage is the next startup condition not True, reason as in kube_convergence_pods_not_ready. One series per stalled pod, capped.",
+			[]string{"namespace", "name", "stage", "reason"}, nil),
+	}
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.startup, m.interval, m.exceeded, m.dropped} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observe turns tracker events into metric updates.
+func (c *Collector) observe(evs []tracker.PodEvent) {
+	for _, e := range evs {
+		ns := c.cfg.NamespaceLabelValue(e.Pod.Namespace)
+		switch e.Type {
+		case tracker.PodStageReached:
+			ex := latency.Exemplar(e.Pod.UID, "", e.Pod.Name)
+			latency.Observe(c.m.startup.WithLabelValues(ns, e.Pod.OwnerKind, string(e.Stage)), e.Duration.Seconds(), ex)
+			latency.Observe(c.m.interval.WithLabelValues(ns, e.From, string(e.Stage)), e.Interval.Seconds(), ex)
+		case tracker.PodThresholdCrossed:
+			c.m.exceeded.WithLabelValues(ns, e.Pod.OwnerKind, string(e.Stage), latency.Threshold(latency.PodStartupBuckets[e.Threshold])).Inc()
+		}
+	}
+}
+
+// scrape is the part of the collector computed at scrape time from the
+// tracker: pods not ready, and stalled pods.
+type scrape struct{ c *Collector }
+
+func (s scrape) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.c.m.notReadyDesc
+	ch <- s.c.m.stalledDesc
+}
+
+// MetricType implements metricdoc.Typed: both scrape-time metrics are gauges.
+func (s scrape) MetricType(string) string { return "gauge" }
+
+func (s scrape) Collect(ch chan<- prometheus.Metric) {
+	c := s.c
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := map[[2]string]int{}
+	for ns := range c.seenNS {
+		for _, r := range tracker.PodReasons {
+			counts[[2]string{ns, r}] = 0 // every reason of every namespace seen, 0 included
+		}
+	}
+	for ns, byReason := range c.tr.NotReady() {
+		label := c.cfg.NamespaceLabelValue(ns)
+		for r, n := range byReason {
+			counts[[2]string{label, r}] += n
+		}
+	}
+	keys := make([][2]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	for _, k := range keys {
+		ch <- prometheus.MustNewConstMetric(c.m.notReadyDesc, prometheus.GaugeValue, float64(counts[k]), k[0], k[1])
+	}
+	stalled := map[string]bool{}
+	for i, st := range c.tr.Stalled(now) {
+		stalled[st.Pod.UID] = true
+		if i >= c.cfg.Stall.SeriesLimit {
+			if !c.droppedStall[st.Pod.UID] {
+				c.droppedStall[st.Pod.UID] = true
+				c.m.dropped.Inc()
+			}
+			continue
+		}
+		// The per-object series carries the real namespace: it exists to
+		// name the pod, and the cap bounds its cardinality.
+		ch <- prometheus.MustNewConstMetric(c.m.stalledDesc, prometheus.GaugeValue, st.Age.Seconds(),
+			st.Pod.Namespace, st.Pod.Name, string(st.Stage), st.Reason)
+	}
+	for uid := range c.droppedStall {
+		if !stalled[uid] {
+			delete(c.droppedStall, uid) // the spell ended: a new one counts again
+		}
+	}
+}

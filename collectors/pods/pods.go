@@ -1,0 +1,180 @@
+// Package pods is the collector of pod startup: for every pod created while
+// the exporter watches, the time from its creation to each startup condition
+// (scheduled, ready_to_start_containers, initialized, containers_ready,
+// ready) and the intervals between them; stuck pods counted against the
+// startup SLI while they are stuck; and, for every pod, whether and why it is
+// not ready. The logic is in package tracker (podstartup.go); this package
+// adapts informers to it and its events to metrics.
+package pods
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// Name is the collector's name in the config file and the collector label.
+const Name = config.Pods
+
+// Collector times pod startups.
+type Collector struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	now    func() time.Time
+	m      *metrics
+
+	mu           sync.Mutex // guards tr and the maps below; pod and node handlers run concurrently
+	tr           *tracker.PodTracker
+	seenNS       map[string]bool // namespace label values seen, for zero-initialised reasons
+	droppedStall map[string]bool // pod UIDs counted in the dropped-series counter, while stalled
+
+	pods, nodes cache.SharedIndexInformer
+}
+
+// New returns the pods collector. stall is --stall.threshold; the config
+// file may override it for kind Pod.
+func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
+	return &Collector{
+		cfg:    cfg,
+		logger: logger.With("collector", Name),
+		now:    now,
+		m:      newMetrics(),
+		tr: tracker.NewPodTracker(tracker.PodStartupConfig{
+			Thresholds: latency.PodStartupBuckets,
+			StallAfter: cfg.StallThreshold("Pod", stall),
+		}),
+		seenNS:       map[string]bool{},
+		droppedStall: map[string]bool{},
+	}
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return Name }
+
+// Resources implements collectors.Collector: pods, and nodes for the
+// node_not_ready reason.
+func (c *Collector) Resources() []informers.Resource {
+	return []informers.Resource{informers.Pods, informers.Nodes}
+}
+
+// Register implements collectors.Collector.
+func (c *Collector) Register(reg prometheus.Registerer) error {
+	if err := c.m.register(reg); err != nil {
+		return err
+	}
+	return reg.Register(scrape{c})
+}
+
+// Start implements collectors.Collector. Handlers are attached once pods and
+// nodes have synced, so the initial list is replayed as such (adding a
+// handler to a running informer replays its cache with isInInitialList) and
+// every pod is classified with its node known.
+func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+	var err error
+	if c.pods, err = f.Informer(informers.Pods); err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	if c.nodes, err = f.Informer(informers.Nodes); err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.nodes.HasSynced) {
+			return
+		}
+		if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
+			UpdateFunc: func(_, obj any) { c.onPod(obj, false) },
+			DeleteFunc: c.onPodDelete,
+		}); err != nil {
+			c.logger.Error("cannot watch pods", "err", err)
+			return
+		}
+		if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode}); err != nil {
+			c.logger.Error("cannot watch nodes", "err", err)
+		}
+		c.tickLoop(ctx)
+	}()
+	return nil
+}
+
+// tickLoop reports threshold crossings of starting pods every second.
+func (c *Collector) tickLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.mu.Lock()
+			c.observe(c.tr.Tick(c.now()))
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *Collector) onPod(obj any, initial bool) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	rec := records.Pod(p, c.nodeReady)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seenNS[c.cfg.NamespaceLabelValue(p.Namespace)] = true
+	c.observe(c.tr.Observe(rec, now, initial))
+}
+
+func (c *Collector) onPodDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observe(c.tr.Delete(string(p.UID), now))
+}
+
+// onNode re-classifies the pods of a node whose readiness changed: their
+// node_not_ready reason changes without a pod update. It scans the pod cache
+// (no index by node): readiness transitions are rare, while the heartbeats
+// that make up most node updates (every 20-45 s per node with kwok, 10 s
+// with a kubelet) change nothing and return at once.
+func (c *Collector) onNode(oldObj, newObj any) {
+	o, ok1 := oldObj.(*corev1.Node)
+	n, ok2 := newObj.(*corev1.Node)
+	if !ok1 || !ok2 || records.NodeReady(o) == records.NodeReady(n) {
+		return
+	}
+	for _, obj := range c.pods.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == n.Name {
+			c.onPod(p, false)
+		}
+	}
+}
+
+func (c *Collector) nodeReady(name string) bool {
+	obj, ok, err := c.nodes.GetIndexer().GetByKey(name)
+	if err != nil || !ok {
+		return true // no evidence against an unknown node
+	}
+	n, ok := obj.(*corev1.Node)
+	return !ok || records.NodeReady(n)
+}

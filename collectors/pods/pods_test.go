@@ -1,0 +1,123 @@
+package pods
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+// clock is the collector's injected clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// The adapter end to end over a fake API: live pods are timed from their
+// creation, every reason of a namespace is exposed, and stalled pods are
+// capped with the rest counted as dropped.
+func TestCollectorOverInformers(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	cfg := config.Default()
+	cfg.Stall.SeriesLimit = 1
+	c := New(cfg, time.Minute, slog.New(slog.DiscardHandler), clk.now)
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := informers.New(cs, nil, slog.New(slog.DiscardHandler))
+	if err := c.Start(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx)
+	waitFor(t, "pods informer synced", func() bool { return f.Synced(informers.Pods) && f.Synced(informers.Nodes) })
+	// Handlers attach after the sync, asynchronously: a pod created before
+	// them would count as the initial list. Wait until a probe pod is seen.
+	create(t, cs, pod("probe", clk.now()))
+	waitFor(t, "handlers attached", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.seenNS) > 0 })
+
+	p := pod("web-1", clk.now())
+	create(t, cs, p)
+	waitFor(t, "web-1 starting", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.tr.Starting(string(p.UID)) })
+	clk.add(1500 * time.Millisecond)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(clk.now())}}
+	if _, err := cs.CoreV1().Pods("ns").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "scheduled observed", func() bool {
+		return testutil.CollectAndCount(c.m.startup) == 1
+	})
+	if got := testutil.ToFloat64(c.m.exceeded.WithLabelValues("ns", "none", "scheduled", "1.0")); got != 1 {
+		t.Errorf("scheduled crossed 1.0: %v, want 1 (flushed before the observation)", got)
+	}
+
+	clk.add(2 * time.Minute)
+	want := `
+# HELP kube_convergence_pod_stalled_series_dropped_total Stalled pods not exposed by kube_convergence_pod_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per not-ready spell.
+# TYPE kube_convergence_pod_stalled_series_dropped_total counter
+kube_convergence_pod_stalled_series_dropped_total 1
+`
+	// The first scrape counts the dropped pod; a second one does not again.
+	for range 2 {
+		if n := testutil.CollectAndCount(scrape{c}, "kube_convergence_pod_stalled_seconds"); n != 1 {
+			t.Errorf("stalled series = %d, want the cap of 1", n)
+		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kube_convergence_pod_stalled_series_dropped_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(scrape{c}, "kube_convergence_pods_not_ready"); n != 7 {
+		t.Errorf("pods_not_ready series = %d, want every reason of namespace ns", n)
+	}
+	if got, err := testutil.GatherAndCount(reg, "kube_convergence_pods_not_ready"); err != nil || got != 7 {
+		t.Errorf("gathered pods_not_ready = %d, %v", got, err)
+	}
+}
+
+func pod(name string, created time.Time) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(created)},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+}
+
+func create(t *testing.T, cs *fake.Clientset, p *corev1.Pod) {
+	t.Helper()
+	if _, err := cs.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,147 @@
+package dashboards
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// Target is one Prometheus query of a dashboard, read back from its JSON
+// the way Grafana runs it. The tests check these: they parse, they read
+// only metrics the exporter exposes or the bundled rules record, and on a
+// real Prometheus they return data.
+type Target struct {
+	Dashboard   string // uid
+	Panel       string // title
+	Description string // the panel's
+	RefID       string
+	Expr        string
+	Instant     bool // an instant query (stat, bar gauge, table); else a range query
+	Exemplar    bool
+}
+
+// String names the target in test failures.
+func (t Target) String() string { return fmt.Sprintf("%s / %q / %s", t.Dashboard, t.Panel, t.RefID) }
+
+// Variable is one template variable of a dashboard.
+type Variable struct {
+	Dashboard string
+	Name      string
+	Type      string // query, datasource, ...
+	Query     string // for query variables, e.g. label_values(metric{...}, label)
+	Hidden    bool
+}
+
+// Parsed is what the tests read from a dashboard's JSON.
+type Parsed struct {
+	UID       string
+	Targets   []Target
+	Variables []Variable
+}
+
+// Parse reads the targets and variables of a dashboard JSON.
+func Parse(dashboardJSON []byte) (*Parsed, error) {
+	var d struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Type        string `json:"type"`
+			Title       string `json:"title"`
+			Description string `json:"description"`
+			Targets     []struct {
+				RefID    string `json:"refId"`
+				Expr     string `json:"expr"`
+				Instant  bool   `json:"instant"`
+				Exemplar bool   `json:"exemplar"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+				Hide  int    `json:"hide"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(dashboardJSON, &d); err != nil {
+		return nil, fmt.Errorf("dashboard JSON: %w", err)
+	}
+	p := &Parsed{UID: d.UID}
+	for _, panel := range d.Panels {
+		for _, t := range panel.Targets {
+			p.Targets = append(p.Targets, Target{
+				Dashboard: d.UID, Panel: panel.Title, Description: panel.Description,
+				RefID: t.RefID, Expr: t.Expr, Instant: t.Instant, Exemplar: t.Exemplar,
+			})
+		}
+	}
+	for _, v := range d.Templating.List {
+		q, _ := v.Query.(string) // a datasource variable's query is its plugin type
+		p.Variables = append(p.Variables, Variable{Dashboard: d.UID, Name: v.Name, Type: v.Type, Query: q, Hidden: v.Hide == 2})
+	}
+	return p, nil
+}
+
+// Intervals are the values of Grafana's built-in interval variables.
+type Intervals struct {
+	RateInterval time.Duration // $__rate_interval
+	Interval     time.Duration // $__interval
+	Range        time.Duration // $__range
+}
+
+// varRef matches Grafana's three variable syntaxes: $name, ${name} or
+// ${name:format}, and the deprecated [[name]] or [[name:format]].
+var varRef = regexp.MustCompile(`\$\{(\w+)(?::[^}]*)?\}|\$(\w+)|\[\[(\w+)(?::[^\]]*)?\]\]`)
+
+// Expand substitutes the variables of expr the way Grafana would with every
+// variable of vars set to its All value (.*) and the built-in intervals
+// set to iv. A variable that is neither built in nor in vars is an error: a
+// misspelt variable would otherwise stay in the query, or match everything.
+func Expand(expr string, vars []Variable, iv Intervals) (string, error) {
+	known := map[string]bool{}
+	for _, v := range vars {
+		known[v.Name] = true
+	}
+	builtin := map[string]string{
+		"__rate_interval": model.Duration(iv.RateInterval).String(),
+		"__interval":      model.Duration(iv.Interval).String(),
+		"__interval_ms":   fmt.Sprint(iv.Interval.Milliseconds()),
+		"__range":         model.Duration(iv.Range).String(),
+		"__range_s":       fmt.Sprint(int64(iv.Range.Seconds())),
+		"__range_ms":      fmt.Sprint(iv.Range.Milliseconds()),
+	}
+	var errs []string
+	out := varRef.ReplaceAllStringFunc(expr, func(ref string) string {
+		m := varRef.FindStringSubmatch(ref)
+		name := m[1] + m[2] + m[3] // exactly one group matched
+		if v, ok := builtin[name]; ok {
+			return v
+		}
+		if known[name] {
+			return allValue
+		}
+		errs = append(errs, ref)
+		return ref
+	})
+	if len(errs) > 0 {
+		return "", fmt.Errorf("unknown variables %s in %q", strings.Join(errs, ", "), expr)
+	}
+	return out, nil
+}
+
+// labelValues matches a label_values(selector, label) variable query.
+var labelValues = regexp.MustCompile(`^label_values\((.+),\s*(\w+)\)$`)
+
+// LabelValuesQuery splits a label_values(selector, label) variable query;
+// ok is false for any other form.
+func LabelValuesQuery(q string) (selector, label string, ok bool) {
+	m := labelValues.FindStringSubmatch(strings.TrimSpace(q))
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2], true
+}

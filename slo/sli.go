@@ -1,0 +1,172 @@
+package slo
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+)
+
+// LatencyMetric describes a latency histogram of the exporter that a
+// latency SLI can read, with its threshold counter.
+type LatencyMetric struct {
+	// Histogram is the family name; its buckets are Histogram + "_bucket".
+	Histogram string
+	// Exceeded counts episodes whose age passed a threshold before they
+	// reached the stage; its threshold label is formatted like le.
+	Exceeded string
+	// Buckets are the histogram's boundaries: a threshold must be one.
+	Buckets []float64
+	// Labels are the histogram's labels (le aside), in order, with the
+	// values they can take; nil means any value (namespace, owner_kind).
+	Labels []LabelValues
+}
+
+// LabelValues is a label and its possible values (nil: open-ended).
+type LabelValues struct {
+	Name   string
+	Values []string
+}
+
+// LatencyMetrics lists the histograms a latency SLI can read. The names,
+// labels and values are the public interface of the collector issues (#4
+// rollouts, #5 pods and endpoints); the buckets are internal/latency's, so
+// a threshold that is not a boundary is caught here and not by an SLI that
+// matches nothing in production.
+func LatencyMetrics() []LatencyMetric {
+	return []LatencyMetric{
+		{
+			Histogram: "kube_convergence_rollout_duration_seconds",
+			Exceeded:  "kube_convergence_rollout_threshold_exceeded_total",
+			Buckets:   latency.RolloutBuckets,
+			Labels: []LabelValues{
+				{"kind", []string{"Deployment", "StatefulSet", "DaemonSet"}},
+				{"namespace", nil},
+				// observed is the observedGeneration lag.
+				{"stage", []string{"observed", "updated", "available", "ready", "endpoints_ready"}},
+				{"change", []string{"create", "template", "scale", "other"}},
+			},
+		},
+		{
+			Histogram: "kube_convergence_pod_startup_seconds",
+			Exceeded:  "kube_convergence_pod_startup_threshold_exceeded_total",
+			Buckets:   latency.PodStartupBuckets,
+			Labels: []LabelValues{
+				{"namespace", nil},
+				{"owner_kind", nil}, // ReplicaSet, StatefulSet, DaemonSet, Job, none, ... any controller kind
+				{"stage", []string{"scheduled", "ready_to_start_containers", "initialized", "containers_ready", "ready"}},
+			},
+		},
+		{
+			Histogram: "kube_convergence_endpoint_propagation_seconds",
+			Exceeded:  "kube_convergence_endpoint_propagation_threshold_exceeded_total",
+			Buckets:   latency.EndpointBuckets,
+			Labels:    []LabelValues{{"namespace", nil}},
+		},
+	}
+}
+
+func latencyMetric(name string) (LatencyMetric, bool) {
+	for _, m := range LatencyMetrics() {
+		if m.Histogram == name {
+			return m, true
+		}
+	}
+	return LatencyMetric{}, false
+}
+
+func (m LatencyMetric) label(name string) (LabelValues, bool) {
+	for _, l := range m.Labels {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return LabelValues{}, false
+}
+
+func (m LatencyMetric) labelNames() []string {
+	names := make([]string, 0, len(m.Labels))
+	for _, l := range m.Labels {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+// isBucket reports whether t is one of the boundaries, exactly: a
+// threshold between two buckets has no le series to read.
+func (m LatencyMetric) isBucket(t float64) bool { return slices.Contains(m.Buckets, t) }
+
+func formatBuckets(bs []float64) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = strconv.FormatFloat(b, 'g', -1, 64)
+	}
+	return strings.Join(s, ", ")
+}
+
+// goodSelector and badSelector are the two series sets of a latency SLI.
+// The le and threshold values are written as Prometheus 3 stores le
+// (latency.Threshold: "5.0", "300.0"): client_golang exposes le="5", which
+// Prometheus 3 rewrites on ingestion, so le="5" would match nothing there
+// while passing every promtool test (FACTS.md).
+func (l *LatencySLI) goodSelector(m LatencyMetric) string {
+	return selector(m.Histogram+"_bucket", l.Match, l.Scope, "le", latency.Threshold(l.Threshold))
+}
+
+func (l *LatencySLI) badSelector(m LatencyMetric) string {
+	return selector(m.Exceeded, l.Match, l.Scope, "threshold", latency.Threshold(l.Threshold))
+}
+
+// selector renders name{...} with the matchers sorted by label name: one
+// value is an equality matcher, several a regex alternation of the
+// literally quoted values.
+func selector(name string, match, scope map[string][]string, extraName, extraValue string) string {
+	all := map[string][]string{extraName: {extraValue}}
+	for k, v := range match {
+		all[k] = v
+	}
+	for k, v := range scope {
+		all[k] = v
+	}
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, matcher(k, all[k]))
+	}
+	return name + "{" + strings.Join(parts, ", ") + "}"
+}
+
+func matcher(name string, values []string) string {
+	if len(values) == 1 {
+		return name + "=" + strconv.Quote(values[0])
+	}
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = regexp.QuoteMeta(v)
+	}
+	return name + "=~" + strconv.Quote(strings.Join(quoted, "|"))
+}
+
+// withWindow substitutes the window into a RatioSLI query.
+func withWindow(query, window string) string {
+	return strings.ReplaceAll(query, WindowPlaceholder, window)
+}
+
+func (s SLI) String() string {
+	switch {
+	case s.Latency != nil:
+		return fmt.Sprintf("latency %s <= %s", s.Latency.Metric, latency.Threshold(s.Latency.Threshold))
+	case s.GoodMinutes != nil:
+		return "good minutes"
+	case s.Ratio != nil:
+		return "ratio"
+	}
+	return "none"
+}
