@@ -7,6 +7,7 @@ package collectors
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,4 +31,21 @@ type Collector interface {
 	Register(reg prometheus.Registerer) error
 	// Start attaches the collector to its informers.
 	Start(ctx context.Context, f *informers.Factory) error
+}
+
+// Tick calls f with now() every period until ctx is done. Collectors use it
+// to report the latency thresholds that objects still in flight crossed:
+// crossings are also flushed before every observation, so the period only
+// bounds how late a crossing of an object with no new events is counted.
+func Tick(ctx context.Context, period time.Duration, now func() time.Time, f func(time.Time)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(now())
+		}
+	}
 }

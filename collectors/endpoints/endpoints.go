@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
@@ -115,25 +116,14 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 				return
 			}
 		}
-		c.tickLoop(ctx)
+		// Report threshold crossings every second.
+		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.observe(c.tr.Tick(now))
+		})
 	}()
 	return nil
-}
-
-// tickLoop reports threshold crossings of unpublished Ready pods every second.
-func (c *Collector) tickLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.mu.Lock()
-			c.observe(c.tr.Tick(c.now()))
-			c.mu.Unlock()
-		}
-	}
 }
 
 func (c *Collector) onPod(obj any, initial bool) {
@@ -216,7 +206,7 @@ func (c *Collector) onService(oldObj, curObj any) {
 	if len(sels) == 0 {
 		return
 	}
-	for _, p := range byIndex[*corev1.Pod](c.pods, cache.NamespaceIndex, ns) {
+	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, cache.NamespaceIndex, ns) {
 		for _, sel := range sels {
 			if sel.Matches(labels.Set(p.Labels)) {
 				c.onPod(p, false)
@@ -230,24 +220,9 @@ func (c *Collector) onService(oldObj, curObj any) {
 // select it and publish it by readiness (records.PublishesByReadiness).
 func (c *Collector) servicesSelecting(p *corev1.Pod) []string {
 	var out []string
-	for _, svc := range byIndex[*corev1.Service](c.services, cache.NamespaceIndex, p.Namespace) {
+	for _, svc := range informers.ByIndex[*corev1.Service](c.services, cache.NamespaceIndex, p.Namespace) {
 		if records.PublishesByReadiness(svc) && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(p.Labels)) {
 			out = append(out, svc.Name)
-		}
-	}
-	return out
-}
-
-// byIndex lists the objects of inf under an index value, typed.
-func byIndex[T any](inf cache.SharedIndexInformer, index, value string) []T {
-	objs, err := inf.GetIndexer().ByIndex(index, value)
-	if err != nil {
-		return nil
-	}
-	out := make([]T, 0, len(objs))
-	for _, o := range objs {
-		if t, ok := o.(T); ok {
-			out = append(out, t)
 		}
 	}
 	return out

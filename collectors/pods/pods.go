@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
@@ -104,25 +105,14 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode}); err != nil {
 			c.logger.Error("cannot watch nodes", "err", err)
 		}
-		c.tickLoop(ctx)
+		// Report threshold crossings every second.
+		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.observe(c.tr.Tick(now))
+		})
 	}()
 	return nil
-}
-
-// tickLoop reports threshold crossings of starting pods every second.
-func (c *Collector) tickLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.mu.Lock()
-			c.observe(c.tr.Tick(c.now()))
-			c.mu.Unlock()
-		}
-	}
 }
 
 func (c *Collector) onPod(obj any, initial bool) {

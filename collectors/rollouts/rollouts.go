@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
@@ -123,25 +124,14 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 				c.logger.Error("cannot watch workloads", "err", err)
 			}
 		}
-		c.tickLoop(ctx)
+		// Report threshold crossings every second.
+		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.observe(c.tr.Tick(now))
+		})
 	}()
 	return nil
-}
-
-// tickLoop reports threshold crossings of open episodes every second.
-func (c *Collector) tickLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.mu.Lock()
-			c.observe(c.tr.Tick(c.now()))
-			c.mu.Unlock()
-		}
-	}
 }
 
 func (c *Collector) onWorkload(obj any, initial bool) {

@@ -31,21 +31,21 @@ func (v *view) record(obj any) (tracker.Workload, bool) {
 		w = records.Deployment(o)
 		rev := o.Annotations["deployment.kubernetes.io/revision"]
 		newRS := map[string]bool{}
-		for _, rs := range byIndex[*appsv1.ReplicaSet](v.replicaSets, informers.IndexOwner, string(o.UID)) {
+		for _, rs := range informers.ByIndex[*appsv1.ReplicaSet](v.replicaSets, informers.IndexOwner, string(o.UID)) {
 			if rev != "" && rs.Annotations["deployment.kubernetes.io/revision"] == rev {
 				newRS[string(rs.UID)] = true
 			}
-			pods = append(pods, byIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
+			pods = append(pods, informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
 		}
 		isNew = func(p *corev1.Pod) bool { return newRS[ownerUID(p)] }
 	case *appsv1.StatefulSet:
 		w = records.StatefulSet(o)
-		pods = byIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
+		pods = informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
 		rev := o.Status.UpdateRevision
 		isNew = func(p *corev1.Pod) bool { return rev != "" && p.Labels[appsv1.ControllerRevisionHashLabelKey] == rev }
 	case *appsv1.DaemonSet:
 		w = records.DaemonSet(o)
-		pods = byIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
+		pods = informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
 		gen := o.Annotations["deprecated.daemonset.template.generation"]
 		isNew = func(p *corev1.Pod) bool { return gen != "" && p.Labels["pod-template-generation"] == gen }
 	default:
@@ -74,7 +74,7 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 		return nil
 	}
 	var out []tracker.ServiceSlices
-	for _, svc := range byIndex[*corev1.Service](v.services, cache.NamespaceIndex, namespace) {
+	for _, svc := range informers.ByIndex[*corev1.Service](v.services, cache.NamespaceIndex, namespace) {
 		if len(svc.Spec.Selector) == 0 {
 			continue // endpoints managed by hand: not the controller's chain
 		}
@@ -90,7 +90,7 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 			continue
 		}
 		ready := map[string]bool{}
-		for _, s := range byIndex[*discoveryv1.EndpointSlice](v.slices, informers.IndexService, namespace+"/"+svc.Name) {
+		for _, s := range informers.ByIndex[*discoveryv1.EndpointSlice](v.slices, informers.IndexService, namespace+"/"+svc.Name) {
 			for _, e := range s.Endpoints {
 				if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
 					continue
@@ -154,19 +154,4 @@ func ownerUID(o metav1.Object) string {
 		return string(ref.UID)
 	}
 	return ""
-}
-
-// byIndex lists the objects of inf under an index value, typed.
-func byIndex[T any](inf cache.SharedIndexInformer, index, value string) []T {
-	objs, err := inf.GetIndexer().ByIndex(index, value)
-	if err != nil {
-		return nil
-	}
-	out := make([]T, 0, len(objs))
-	for _, o := range objs {
-		if t, ok := o.(T); ok {
-			out = append(out, t)
-		}
-	}
-	return out
 }

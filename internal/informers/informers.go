@@ -241,3 +241,19 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			}},
 	}
 }
+
+// ByIndex lists the objects of inf under an index value, typed; objects of
+// another type are skipped.
+func ByIndex[T any](inf cache.SharedIndexInformer, index, value string) []T {
+	objs, err := inf.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
