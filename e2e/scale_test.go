@@ -27,6 +27,13 @@ func TestScale(t *testing.T) {
 		t.Skip("scale run: set KCE_SCALE=1")
 	}
 	ctx := context.Background()
+	// Each kwok node takes 1,000 pods: 2,000 pods plus the rolling update's
+	// surge need three.
+	for i := range 3 {
+		if err := sb.CreateNode(ctx, fmt.Sprintf("kwok-scale-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--kube.qps=200", "--kube.burst=400")
 	e.waitReady(60 * time.Second)
 	const namespaces, perNamespace, replicas = 20, 10, 10
