@@ -139,9 +139,7 @@ func (c *Collector) onPod(obj any, initial bool) {
 }
 
 func (c *Collector) onPodDelete(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
@@ -165,9 +163,7 @@ func (c *Collector) onSlice(obj any, initial bool) {
 }
 
 func (c *Collector) onSliceDelete(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return
@@ -183,9 +179,7 @@ func (c *Collector) onSliceDelete(obj any) {
 // a pod update. Status-only updates change neither selector nor
 // publishNotReadyAddresses and return at once.
 func (c *Collector) onService(oldObj, curObj any) {
-	if d, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
-		oldObj = d.Obj
-	}
+	oldObj = informers.Unwrap(oldObj)
 	old, _ := oldObj.(*corev1.Service)
 	cur, _ := curObj.(*corev1.Service)
 	if old == nil && cur == nil {

@@ -129,9 +129,7 @@ func (c *Collector) onPod(obj any, initial bool) {
 }
 
 func (c *Collector) onPodDelete(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return

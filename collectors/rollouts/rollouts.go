@@ -146,9 +146,7 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	uid := ""
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -170,9 +168,7 @@ func (c *Collector) onWorkloadDelete(obj any) {
 // slice change may affect. Settled workloads are not re-evaluated: nothing
 // but a new generation opens an episode.
 func (c *Collector) onFact(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = informers.Unwrap(obj)
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()

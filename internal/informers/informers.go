@@ -257,3 +257,13 @@ func ByIndex[T any](inf cache.SharedIndexInformer, index, value string) []T {
 	}
 	return out
 }
+
+// Unwrap returns the object of a delete notification: the informer hands a
+// cache.DeletedFinalStateUnknown tombstone instead of the object when it
+// missed the delete event (for example across a relist).
+func Unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
