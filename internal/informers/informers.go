@@ -58,7 +58,7 @@ type Wrapper func(resource string, lw cache.ListerWatcher) cache.ListerWatcher
 // safe for concurrent use. Resync is off: a resync replays the cache and
 // fetches nothing (FACTS.md), and the collectors compute from current state.
 type Factory struct {
-	client kubernetes.Interface
+	client   kubernetes.Interface
 	wrap     Wrapper
 	logger   *slog.Logger
 	handlers *handlers
