@@ -111,7 +111,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			}},
 		}
 		for _, x := range handlers {
-			if _, err := x.inf.AddEventHandler(x.h); err != nil {
+			if _, err := x.inf.AddEventHandler(f.Handler(Name, x.h)); err != nil {
 				c.logger.Error("cannot attach handler", "err", err)
 				return
 			}

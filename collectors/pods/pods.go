@@ -94,15 +94,15 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.nodes.HasSynced) {
 			return
 		}
-		if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		if _, err := c.pods.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
 			UpdateFunc: func(_, obj any) { c.onPod(obj, false) },
 			DeleteFunc: c.onPodDelete,
-		}); err != nil {
+		})); err != nil {
 			c.logger.Error("cannot watch pods", "err", err)
 			return
 		}
-		if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode}); err != nil {
+		if _, err := c.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode})); err != nil {
 			c.logger.Error("cannot watch nodes", "err", err)
 		}
 		// Report threshold crossings every second.

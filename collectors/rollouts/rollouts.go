@@ -99,11 +99,11 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	}
 	facts := []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.nodes, c.view.services, c.view.slices}
 	for _, inf := range facts {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onFact(obj) },
 			UpdateFunc: func(_, obj any) { c.onFact(obj) },
 			DeleteFunc: func(obj any) { c.onFact(obj) },
-		}); err != nil {
+		})); err != nil {
 			return fmt.Errorf("rollouts: add handler: %w", err)
 		}
 	}
@@ -116,11 +116,11 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			return
 		}
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
-			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
 				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
 				DeleteFunc: c.onWorkloadDelete,
-			}); err != nil {
+			})); err != nil {
 				c.logger.Error("cannot watch workloads", "err", err)
 			}
 		}
