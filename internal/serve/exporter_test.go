@@ -12,11 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -56,17 +59,17 @@ func (rv *reviewer) react(a k8stesting.Action) (bool, runtime.Object, error) {
 	return true, out, nil
 }
 
-func startExporter(t *testing.T, rv *reviewer, cs ...resourceCollector) *Exporter {
+func startExporter(t *testing.T, rv *reviewer, cs ...collectors.Collector) *Exporter {
 	t.Helper()
-	client := fake.NewClientset()
+	return startExporterWith(t, fake.NewClientset(), rv, cs...)
+}
+
+func startExporterWith(t *testing.T, client *fake.Clientset, rv *reviewer, cs ...collectors.Collector) *Exporter {
+	t.Helper()
 	client.PrependReactor("create", "selfsubjectaccessreviews", rv.react)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	var list []collectors.Collector
-	for _, c := range cs {
-		list = append(list, c)
-	}
-	e, err := New(client, "https://fake", informers.New(client, nil, logger), list, reg, logger)
+	e, err := New(client, "https://fake", informers.New(client, nil, logger), cs, reg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +155,65 @@ func TestAccessReviewDenialDisablesOnlyThatCollector(t *testing.T) {
 	if v := testutil.ToFloat64(e.up.WithLabelValues("slices")); v != 0 {
 		t.Errorf("collector_up{slices} = %v, want 0", v)
 	}
+}
+
+// blockingCollector's pod handler, attached through the factory's handler
+// wrapper as every collector's is, blocks until released.
+type blockingCollector struct {
+	entered, release chan struct{}
+}
+
+func (blockingCollector) Name() string { return "blocking" }
+func (blockingCollector) Resources() []informers.Resource {
+	return []informers.Resource{informers.Pods}
+}
+func (blockingCollector) Register(prometheus.Registerer) error { return nil }
+func (c blockingCollector) Start(_ context.Context, f *informers.Factory) error {
+	inf, err := f.Informer(informers.Pods)
+	if err != nil {
+		return err
+	}
+	_, err = inf.AddEventHandler(f.Handler("blocking", cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+		c.entered <- struct{}{}
+		<-c.release
+	}}))
+	return err
+}
+
+// /healthz fails only while a handler call outlives the timeout, and names
+// the collector; a quiet informer (no events at all) stays alive. Time is
+// advanced through the now argument, not slept.
+func TestLivenessFailsWhileAHandlerIsStuck(t *testing.T) {
+	client := fake.NewClientset()
+	c := blockingCollector{entered: make(chan struct{}), release: make(chan struct{})}
+	e := startExporterWith(t, client, &reviewer{}, c)
+	waitFor(t, "ready", func() (bool, string) { r, b := e.Readiness(); return r, b })
+	const timeout = 5 * time.Minute
+	if ok, body := e.Liveness(time.Now().Add(time.Hour), timeout); !ok {
+		t.Fatalf("quiet cluster, an hour later: %q", body)
+	}
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"}}
+	if _, err := client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never saw the pod")
+	}
+	entered := time.Now()
+	if ok, body := e.Liveness(entered.Add(timeout-time.Second), timeout); !ok {
+		t.Errorf("stuck just under the timeout: %q", body)
+	}
+	ok, body := e.Liveness(entered.Add(timeout+2*time.Second), timeout)
+	if ok || !strings.HasPrefix(body, "wedged: collector blocking has left an informer event unhandled for 5m") {
+		t.Errorf("stuck over the timeout: ok=%v %q", ok, body)
+	}
+	close(c.release)
+	waitFor(t, "alive again after the handler returned", func() (bool, string) {
+		return e.Liveness(time.Now().Add(timeout+2*time.Second), timeout)
+	})
 }
 
 type stuckCollector struct {
