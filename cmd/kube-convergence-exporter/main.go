@@ -136,8 +136,9 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 	restCfg.QPS, restCfg.Burst = f.qps, f.burst
 	restCfg.UserAgent = "kube-convergence-exporter/" + version.Version
-	// Protobuf for built-in types: about 3x faster to decode than JSON
-	// (FACTS.md, kubernetes #138841).
+	// Protobuf for built-in types: one watch stream decodes about 24.7k
+	// pods/s in protobuf against 7.9k in JSON at 10 KB per pod
+	// (kubernetes/kubernetes#138841).
 	restCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	restCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(restCfg)
