@@ -1,14 +1,20 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
 func handlerOptions(path string, alive, ready bool) HandlerOptions {
@@ -85,5 +91,80 @@ func TestProbeHandler(t *testing.T) {
 	}
 	if code, body := get(t, failing.URL+"/readyz"); code != 503 || body != "not ready\n" {
 		t.Errorf("not ready /readyz = %d %q", code, body)
+	}
+}
+
+// What the README's scrape section says about created timestamps: the
+// handler writes no _created lines in OpenMetrics text, and protobuf scrapes
+// carry each counter's and histogram's created timestamp, which Prometheus'
+// created-timestamp-zero-ingestion turns into a 0 sample.
+func TestCreatedTimestampsOnlyInProtobuf(t *testing.T) {
+	o := handlerOptions("/metrics", true, true)
+	reg := prometheus.NewRegistry()
+	o.Gatherer = reg
+	born := time.Now()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "kce_test_total", Help: "h"})
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kce_test_seconds", Help: "h"})
+	reg.MustRegister(c, h)
+	c.Inc()
+	h.Observe(1)
+	handler, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+
+	scrape := func(accept string) (*http.Response, []byte) {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+
+	resp, om := scrape("application/openmetrics-text;version=1.0.0")
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("OpenMetrics not negotiated: %s", resp.Header.Get("Content-Type"))
+	}
+	if strings.Contains(string(om), "_created") {
+		t.Errorf("OpenMetrics text has _created lines:\n%s", om)
+	}
+
+	resp, pb := scrape(`application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`)
+	dec := expfmt.NewDecoder(bytes.NewReader(pb), expfmt.ResponseFormat(resp.Header))
+	created := map[string]time.Time{}
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter().GetCreatedTimestamp() != nil:
+				created[mf.GetName()] = m.GetCounter().GetCreatedTimestamp().AsTime()
+			case m.GetHistogram().GetCreatedTimestamp() != nil:
+				created[mf.GetName()] = m.GetHistogram().GetCreatedTimestamp().AsTime()
+			}
+		}
+	}
+	for _, name := range []string{"kce_test_total", "kce_test_seconds"} {
+		ts, ok := created[name]
+		if !ok || ts.Before(born.Add(-time.Second)) || ts.After(time.Now()) {
+			t.Errorf("%s: created timestamp %v (found %v), want about %v", name, ts, ok, born)
+		}
 	}
 }
