@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // basic_auth_users of the web config: user "prometheus", password
@@ -142,5 +148,98 @@ func TestBadStartFailsWithoutGoroutineDump(t *testing.T) {
 				t.Errorf("goroutine dump:\n%s", out)
 			}
 		})
+	}
+}
+
+// An access review that fails is not an answer: with the system:basic-user
+// binding removed, the real API server answers every SelfSubjectAccessReview
+// with 403 (an error about the review, not a verdict on list/watch). The
+// collectors stay pending and /readyz 503 with the error, for as long as it
+// lasts; once the binding is back the retries get answers and the exporter
+// turns ready without a restart.
+func TestAccessReviewErrorKeepsCollectorsPending(t *testing.T) {
+	ctx := context.Background()
+	crbs := client.RbacV1().ClusterRoleBindings()
+	basic, err := crbs.Get(ctx, "system:basic-user", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		b := basic.DeepCopy()
+		b.ResourceVersion, b.UID = "", ""
+		if _, err := crbs.Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Errorf("restore system:basic-user: %v", err)
+		}
+	}
+	t.Cleanup(restore)
+	if err := crbs.Delete(ctx, basic.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	viewer := kubernetes.NewForConfigOrDie(sb.UserConfig(readOnlyUser))
+	eventually(t, 10*time.Second, "SelfSubjectAccessReviews forbidden for the viewer", func() (bool, string) {
+		_, err := viewer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}},
+		}, metav1.CreateOptions{})
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
+
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(readOnlyUser))
+	want := "collector rollouts: pending: checking permissions (access review for list "
+	eventually(t, 20*time.Second, "/readyz 503 naming the failed review", func() (bool, string) {
+		code, body, _ := e.get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, want) && strings.Contains(body, "forbidden"), body
+	})
+	// Not ready for as long as the reviews fail: poll for 3 s.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if code, body, _ := e.get("/readyz"); code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz = %d while every access review fails:\n%s", code, body)
+		}
+	}
+	if v, ok := value(e.scrape(), "kube_convergence_collector_up", map[string]string{"collector": "rollouts"}); !ok || v != 0 {
+		t.Errorf("collector_up{rollouts} = %v (found %v) while its review fails, want 0", v, ok)
+	}
+	if !strings.Contains(e.logs.String(), "cannot check the collector's permissions yet, retrying") {
+		t.Errorf("no retry log line:\n%s", tail(e.logs.String(), 10))
+	}
+
+	restore()
+	start := time.Now()
+	body := e.waitReady(60 * time.Second)
+	t.Logf("ready %v after the binding was restored", time.Since(start).Round(10*time.Millisecond))
+	for _, c := range []string{"rollouts", "pods", "endpoints"} {
+		if !strings.Contains(body, "collector "+c+": synced") {
+			t.Errorf("collector %s not synced after the reviews were answered:\n%s", c, body)
+		}
+		if v, _ := value(e.scrape(), "kube_convergence_collector_up", map[string]string{"collector": c}); v != 1 {
+			t.Errorf("collector_up{%s} = %v, want 1", c, v)
+		}
+	}
+}
+
+// /healthz is liveness, not readiness: with a 1 s liveness timeout it stays
+// 200 while the cluster is quiet and while the API server is cut off (the
+// reflectors retry; no events are queued), and /readyz keeps its latch.
+func TestHealthzIgnoresQuietClusterAndAPIServerOutage(t *testing.T) {
+	proxy, err := sb.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Restore)
+	e := startExporter(t, "--kubeconfig="+proxy.Kubeconfig(readOnlyUser), "--web.liveness-timeout=1s")
+	e.waitReady(60 * time.Second)
+	check := func(phase string, d time.Duration) {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if code, body, err := e.get("/healthz"); err != nil || code != http.StatusOK {
+				t.Fatalf("%s: /healthz = %d %q (%v)", phase, code, body, err)
+			}
+		}
+	}
+	check("quiet cluster", 4*time.Second)
+	proxy.Cut()
+	check("API server cut off", 6*time.Second)
+	proxy.Restore()
+	check("after the outage", 2*time.Second)
+	if code, _, _ := e.get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d after the outage, want the latched 200", code)
 	}
 }
