@@ -215,11 +215,11 @@ func (e *Exporter) permissions(ctx context.Context, c collectors.Collector) ([]s
 				if ctx.Err() != nil {
 					return nil, fmt.Errorf("access review for %s %s: %w", verb, r, ctx.Err())
 				}
-				wait := backoff.Step()
-				err = fmt.Errorf("access review for %s %s failed (attempt %d, next in %v): %w", verb, r, attempt, wait.Round(time.Millisecond), err)
+				next := backoff.Step()
+				err = fmt.Errorf("access review for %s %s failed (attempt %d, next in %v): %w", verb, r, attempt, next.Round(time.Millisecond), err)
 				e.setReviewErr(c.Name(), err)
 				e.logger.Warn("cannot check the collector's permissions yet, retrying", "collector", c.Name(), "err", err)
-				t := time.NewTimer(wait)
+				t := time.NewTimer(next)
 				select {
 				case <-ctx.Done():
 					t.Stop()
