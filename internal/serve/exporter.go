@@ -73,7 +73,7 @@ func New(client kubernetes.Interface, apiServer string, factory *informers.Facto
 		reviewBackoff: wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second},
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kube_convergence_collector_up",
-			Help: "1 if the collector is running; 0 if it is disabled because RBAC forbids listing or watching one of its resources, or because it failed to start. Disabled collectors are not listed.",
+			Help: "1 if the collector is running; 0 while its access reviews are unanswered (retried with backoff; the exporter is not ready meanwhile), or if it is disabled because RBAC forbids listing or watching one of its resources, or because it failed to start. /readyz names the state of each collector.",
 		}, []string{"collector"}),
 		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kube_convergence_informer_synced",
