@@ -30,7 +30,7 @@ declare -A packages=(
   [helm]="helm.sh/helm/v4/cmd/helm"
 )
 # Rough cold build times on 2 cores, so a newcomer knows what to expect.
-declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="2 min")
+declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="4 min")
 
 # Kubernetes binaries report their version from ldflags (without them:
 # v0.0.0-master), which clients such as kubectl and the exporter log.
