@@ -15,10 +15,11 @@ LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
              -X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 GOLANGCI_LINT_VERSION := v2.15.0
 
-# End-to-end packages start a real control plane each: run them one at a
-# time (2 cores; several sandboxes at once starve each other and flake).
-E2E_PKGS  := ./internal/sandbox/... ./e2e/...
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox')
+# End-to-end packages start a real control plane (deploy: an API server for
+# the manifests' server-side dry run) each: run them one at a time (2 cores;
+# several sandboxes at once starve each other and flake).
+E2E_PKGS  := ./internal/sandbox/... ./deploy/... ./e2e/...
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox' -e '/deploy$$')
 
 export KCE_BIN_DIR := $(BIN)
 
@@ -30,7 +31,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/kube-convergence-exporter
 
 ## tools: build the pinned real components (etcd, kube-apiserver, controller-manager,
-## scheduler, kubectl, kwok, prometheus, promtool, alertmanager) into .bin/.
+## scheduler, kubectl, kwok, prometheus, promtool, alertmanager, helm) into .bin/.
 tools:
 	@tools/build.sh
 

@@ -4,7 +4,7 @@
 # component records the hash of its go.mod and go.sum.
 #
 # usage: tools/build.sh [component...]   (default: all)
-#   components: kube etcd kwok prometheus alertmanager
+#   components: kube etcd kwok prometheus alertmanager helm
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +19,7 @@ declare -A provides=(
   [kwok]="kwok"
   [prometheus]="prometheus promtool"
   [alertmanager]="alertmanager"
+  [helm]="helm"
 )
 declare -A packages=(
   [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl"
@@ -26,15 +27,19 @@ declare -A packages=(
   [kwok]="sigs.k8s.io/kwok/cmd/kwok"
   [prometheus]="github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool"
   [alertmanager]="github.com/prometheus/alertmanager/cmd/alertmanager"
+  [helm]="helm.sh/helm/v4/cmd/helm"
 )
 # Rough cold build times on 2 cores, so a newcomer knows what to expect.
-declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min")
+declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="4 min")
 
 # Kubernetes binaries report their version from ldflags (without them:
 # v0.0.0-master), which clients such as kubectl and the exporter log.
 kube_version=v1.37.2
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
-declare -A ldflags=([kube]="$kube_ldflags")
+# Helm likewise (without them `helm version` says only v4.3).
+helm_version=v4.3.1
+helm_ldflags="-X helm.sh/helm/v4/internal/version.version=$helm_version"
+declare -A ldflags=([kube]="$kube_ldflags" [helm]="$helm_ldflags")
 
 stamp_of() { { cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum"; echo "${ldflags[$1]:-}"; } | sha256sum | cut -c1-16; }
 
@@ -61,7 +66,7 @@ prepare_alertmanager() {
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd kwok prometheus alertmanager)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd kwok prometheus alertmanager helm)
 for c in "${components[@]}"; do
   [ -n "${provides[$c]:-}" ] || { echo "tools/build.sh: unknown component $c" >&2; exit 2; }
   if up_to_date "$c"; then

@@ -22,6 +22,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -47,7 +48,7 @@ func generators() []generator {
 	gs := []generator{
 		{
 			name:   "clusterrole",
-			path:   "deploy/base/clusterrole.yaml",
+			path:   manifests.ClusterRolePath,
 			render: func(string) ([]byte, error) { return manifests.ClusterRole(all.Resources()) },
 		},
 		{
@@ -64,14 +65,14 @@ func generators() []generator {
 		},
 		{
 			// The hand-written alerts and the SLO rules as one
-			// prometheus-operator object for deploy/base.
+			// prometheus-operator object for its kustomize component.
 			name:   "prometheusrule",
-			path:   rules.PrometheusRulePath,
+			path:   manifests.PrometheusRulePath,
 			render: func(string) ([]byte, error) { return rules.PrometheusRule() },
 		},
 	}
 	// One file per Grafana dashboard, then all of them as the sidecar's
-	// ConfigMap in deploy/base.
+	// ConfigMap of the grafana-dashboards component.
 	for _, d := range dashboards.All() {
 		gs = append(gs, generator{
 			name:   "dashboard-" + strings.TrimPrefix(d.UID, "kce-"),
@@ -79,11 +80,43 @@ func generators() []generator {
 			render: func(string) ([]byte, error) { return d.JSON() },
 		})
 	}
-	return append(gs, generator{
+	gs = append(gs, generator{
 		name:   "grafana-dashboards",
-		path:   dashboards.ConfigMapPath,
+		path:   manifests.DashboardsConfigMapPath,
 		render: func(string) ([]byte, error) { return dashboards.ConfigMap() },
 	})
+	return append(gs, chartCopies(gs)...)
+}
+
+// chartCopies copies the kustomize files the Helm chart is built from into
+// the chart. A source that is itself generated is rendered, not read, so
+// one run of the generator leaves both fresh.
+func chartCopies(gs []generator) []generator {
+	byPath := map[string]generator{}
+	for _, g := range gs {
+		byPath[g.path] = g
+	}
+	var out []generator
+	for _, src := range manifests.ChartSources {
+		out = append(out, generator{
+			name: "chart-" + strings.TrimSuffix(path.Base(src), ".yaml"),
+			path: manifests.ChartCopyPath(src),
+			render: func(root string) ([]byte, error) {
+				var content []byte
+				var err error
+				if g, ok := byPath[src]; ok {
+					content, err = g.render(root)
+				} else {
+					content, err = os.ReadFile(filepath.Join(root, filepath.FromSlash(src)))
+				}
+				if err != nil {
+					return nil, err
+				}
+				return manifests.ChartCopy(src, content), nil
+			},
+		})
+	}
+	return out
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

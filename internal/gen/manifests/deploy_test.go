@@ -1,9 +1,11 @@
 package manifests
 
-// Tests of the kustomize base in deploy/base: every file parses, has the
-// kind and name the others refer to, the pod is locked down, the names that
-// tie Deployment, Service and ServiceMonitor together agree, and the
-// Deployment only passes flags the binary has.
+// Tests of the files of the kustomize base (deploy/base) and of the
+// prometheus-operator component: every file parses, has the kind and name
+// the others refer to, the pod is locked down, the names that tie
+// Deployment, Service and ServiceMonitor together agree, and the Deployment
+// only passes flags the binary has. The rendered overlays and the Helm
+// chart are tested in package deploy.
 
 import (
 	"bytes"
@@ -30,31 +32,37 @@ const (
 	baseNamespace = "kube-convergence"
 	exporterName  = "kube-convergence-exporter"
 	metricsPort   = "http-metrics"
+	probesPort    = "http-probes"
 	nonRootID     = int64(65532) // distroless "nonroot"
 )
 
-var baseDir = filepath.Join(repoRoot, "deploy", "base")
+var (
+	baseDir           = filepath.Join(repoRoot, "deploy", "base")
+	operatorComponent = filepath.Join(repoRoot, "deploy", "components", "prometheus-operator")
+)
 
 // baseFiles is every file deploy/base must contain, with what it holds. A
 // new file needs an entry here (and in kustomization.yaml).
 var baseFiles = map[string]struct{ apiVersion, kind, name, namespace string }{
 	"kustomization.yaml":      {"kustomize.config.k8s.io/v1beta1", "Kustomization", "", ""},
-	"namespace.yaml":          {"v1", "Namespace", baseNamespace, ""},
 	"serviceaccount.yaml":     {"v1", "ServiceAccount", exporterName, baseNamespace},
 	"clusterrole.yaml":        {"rbac.authorization.k8s.io/v1", "ClusterRole", ClusterRoleName, ""},
 	"clusterrolebinding.yaml": {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", exporterName, ""},
 	"deployment.yaml":         {"apps/v1", "Deployment", exporterName, baseNamespace},
 	"service.yaml":            {"v1", "Service", exporterName, baseNamespace},
-	"servicemonitor.yaml":     {"monitoring.coreos.com/v1", "ServiceMonitor", exporterName, baseNamespace},
-	"prometheusrule.yaml":     {"monitoring.coreos.com/v1", "PrometheusRule", exporterName, baseNamespace},
-	"grafana-dashboards.yaml": {"v1", "ConfigMap", exporterName + "-dashboards", baseNamespace},
 }
 
 // readDoc parses one single-document YAML file of deploy/base into a
 // JSON-compatible tree.
 func readDoc(t *testing.T, file string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(baseDir, file))
+	return readDocIn(t, baseDir, file)
+}
+
+// readDocIn is readDoc for a file of another directory.
+func readDocIn(t *testing.T, dir, file string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +165,6 @@ func TestBaseFilesKindsAndNames(t *testing.T) {
 // typedObject returns an empty object of a built-in kind, nil for others.
 func typedObject(kind string) any {
 	switch kind {
-	case "Namespace":
-		return &corev1.Namespace{}
 	case "ServiceAccount":
 		return &corev1.ServiceAccount{}
 	case "Service":
@@ -169,8 +175,6 @@ func typedObject(kind string) any {
 		return &rbacv1.ClusterRoleBinding{}
 	case "Deployment":
 		return &appsv1.Deployment{}
-	case "ConfigMap":
-		return &corev1.ConfigMap{}
 	}
 	return nil
 }
@@ -318,11 +322,15 @@ func TestDeploymentShape(t *testing.T) {
 		}
 	}
 
-	if len(c.Ports) != 1 || c.Ports[0].Name != metricsPort || c.Ports[0].ContainerPort != 10329 {
-		t.Errorf("container ports %+v, want one port %s: 10329", c.Ports, metricsPort)
+	if len(c.Ports) != 2 || c.Ports[0].Name != metricsPort || c.Ports[0].ContainerPort != 10329 ||
+		c.Ports[1].Name != probesPort || c.Ports[1].ContainerPort != 10330 {
+		t.Errorf("container ports %+v, want %s: 10329 and %s: 10330", c.Ports, metricsPort, probesPort)
 	}
 	if !slices.Contains(c.Args, "--web.listen-address=:10329") {
 		t.Errorf("args %q: want --web.listen-address=:10329 (the container port)", c.Args)
+	}
+	if !slices.Contains(c.Args, "--web.probe-address=:10330") {
+		t.Errorf("args %q: want --web.probe-address=:10330 (the probes' port, never behind TLS or basic auth)", c.Args)
 	}
 
 	want := map[string]map[corev1.ResourceName]string{
@@ -354,8 +362,8 @@ func TestDeploymentShape(t *testing.T) {
 		if name == "readinessProbe" {
 			wantPath = "/readyz"
 		}
-		if p.HTTPGet.Path != wantPath || p.HTTPGet.Port.String() != metricsPort {
-			t.Errorf("%s: httpGet %s on port %s, want %s on %s", name, p.HTTPGet.Path, p.HTTPGet.Port.String(), wantPath, metricsPort)
+		if p.HTTPGet.Path != wantPath || p.HTTPGet.Port.String() != probesPort || p.HTTPGet.Scheme != "" {
+			t.Errorf("%s: httpGet %s %s on port %s, want plain HTTP %s on %s", name, p.HTTPGet.Scheme, p.HTTPGet.Path, p.HTTPGet.Port.String(), wantPath, probesPort)
 		}
 	}
 	if p := c.StartupProbe; p != nil {
@@ -381,13 +389,12 @@ type serviceMonitor struct {
 		Selector struct {
 			MatchLabels map[string]string `json:"matchLabels"`
 		} `json:"selector"`
-		NamespaceSelector struct {
-			MatchNames []string `json:"matchNames"`
-		} `json:"namespaceSelector"`
-		Endpoints []struct {
-			Port     string `json:"port"`
-			Path     string `json:"path"`
-			Interval string `json:"interval"`
+		NamespaceSelector *struct{} `json:"namespaceSelector"`
+		Endpoints         []struct {
+			Port        string `json:"port"`
+			Path        string `json:"path"`
+			Interval    string `json:"interval"`
+			HonorLabels bool   `json:"honorLabels"`
 		} `json:"endpoints"`
 		ScrapeClassicHistograms *bool `json:"scrapeClassicHistograms"`
 	} `json:"spec"`
@@ -398,7 +405,7 @@ func TestServiceMonitorMatchesService(t *testing.T) {
 	var svc corev1.Service
 	decodeStrict(t, readDoc(t, "service.yaml"), &svc)
 	var sm serviceMonitor
-	decodeLoose(t, readDoc(t, "servicemonitor.yaml"), &sm)
+	decodeLoose(t, readDocIn(t, operatorComponent, "servicemonitor.yaml"), &sm)
 
 	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("Service type %q, want ClusterIP", svc.Spec.Type)
@@ -434,8 +441,11 @@ func TestServiceMonitorMatchesService(t *testing.T) {
 			t.Errorf("ServiceMonitor selector %s=%s does not match the Service's own labels %v", k, v, svc.Labels)
 		}
 	}
-	if !slices.Contains(sm.Spec.NamespaceSelector.MatchNames, baseNamespace) {
-		t.Errorf("ServiceMonitor namespaceSelector %v, want %s", sm.Spec.NamespaceSelector.MatchNames, baseNamespace)
+	if sm.Spec.NamespaceSelector != nil {
+		t.Error("ServiceMonitor has a namespaceSelector: it would keep naming the base's namespace after an overlay moves the Service")
+	}
+	if !ep.HonorLabels {
+		t.Error("ServiceMonitor endpoint: want honorLabels: true (else the exporter's namespace label becomes exported_namespace)")
 	}
 	if sm.Spec.ScrapeClassicHistograms == nil || !*sm.Spec.ScrapeClassicHistograms {
 		t.Error("ServiceMonitor: want spec.scrapeClassicHistograms: true (the rules use le buckets)")
@@ -498,65 +508,5 @@ func TestDeploymentArgsAreRealFlags(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "kubeconfig") {
 		t.Errorf("%s %s: want exit 1 on the missing kubeconfig (flags accepted), got %v:\n%s", bin, strings.Join(args, " "), err, stderr.String())
-	}
-}
-
-// TestKustomizeBuild renders the base with the kubectl built by
-// tools/build.sh, and checks what kustomize adds.
-func TestKustomizeBuild(t *testing.T) {
-	kubectl, err := filepath.Abs(filepath.Join(repoRoot, ".bin", "kubectl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("%s not built (tools/build.sh kube): %v", kubectl, err)
-	}
-	cmd := exec.CommandContext(t.Context(), kubectl, "kustomize", "deploy/base")
-	cmd.Dir = repoRoot
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/base: %v\n%s", err, stderr.String())
-	}
-	docs, err := splitYAML(out)
-	if err != nil {
-		t.Fatalf("kustomize output: %v", err)
-	}
-	var kinds []string
-	for _, doc := range docs {
-		var o struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name      string            `json:"name"`
-				Namespace string            `json:"namespace"`
-				Labels    map[string]string `json:"labels"`
-			} `json:"metadata"`
-		}
-		decodeLoose(t, doc, &o)
-		id := fmt.Sprintf("%s/%s", o.Kind, o.Metadata.Name)
-		kinds = append(kinds, o.Kind)
-		if o.Metadata.Labels["app.kubernetes.io/name"] != exporterName {
-			t.Errorf("%s: common labels missing: %v", id, o.Metadata.Labels)
-		}
-		clusterScoped := o.Kind == "Namespace" || o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding"
-		if !clusterScoped && o.Metadata.Namespace != baseNamespace {
-			t.Errorf("%s: namespace %q, want %q", id, o.Metadata.Namespace, baseNamespace)
-		}
-		if o.Kind == "Deployment" {
-			var d appsv1.Deployment
-			decodeStrict(t, doc, &d)
-			if len(d.Spec.Selector.MatchLabels) != 1 {
-				t.Errorf("Deployment selector %v: kustomize labels must not reach the (immutable) selector", d.Spec.Selector.MatchLabels)
-			}
-			if d.Spec.Template.Labels["app.kubernetes.io/component"] == "" {
-				t.Errorf("pod template labels %v: want the common labels (includeTemplates)", d.Spec.Template.Labels)
-			}
-		}
-	}
-	slices.Sort(kinds)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}
-	if !slices.Equal(kinds, want) {
-		t.Errorf("kustomize rendered %v, want %v", kinds, want)
 	}
 }

@@ -1,6 +1,6 @@
 package manifests
 
-// deploy/base/prometheusrule.yaml is generated (internal/gen, generator
+// deploy/components/prometheus-operator/prometheusrule.yaml is generated (internal/gen, generator
 // "prometheusrule"); these tests check what it holds, not how it is made:
 // exactly the groups of the bundled rule files, in the order Prometheus
 // would load them, and rules that promtool accepts.
@@ -26,7 +26,7 @@ func TestPrometheusRuleHoldsTheBundledRules(t *testing.T) {
 			Groups []map[string]any `yaml:"groups"`
 		} `yaml:"spec"`
 	}
-	b, err := os.ReadFile(filepath.Join(baseDir, "prometheusrule.yaml"))
+	b, err := os.ReadFile(filepath.Join(operatorComponent, "prometheusrule.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,271 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// chartDir is the Helm chart, relative to this package.
+var chartDir = filepath.Join(repoRoot, "deploy", "helm", "kube-convergence-exporter")
+
+// allSwitches turns on every optional object of the chart: what the four
+// kustomize components add.
+var allSwitches = []string{
+	"--set", "serviceMonitor.enabled=true",
+	"--set", "prometheusRule.enabled=true",
+	"--set", "dashboards.enabled=true",
+	"--set", "networkPolicy.enabled=true",
+	"--set", "webConfig.enabled=true",
+}
+
+// helmTemplate renders the chart with the pinned Helm.
+func helmTemplate(t *testing.T, release, namespace string, args ...string) []object {
+	t.Helper()
+	out, err := command(t.Context(), "", tool(t, "helm"), append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := parseObjects(out)
+	if err != nil {
+		t.Fatalf("helm template output: %v", err)
+	}
+	return objs
+}
+
+func TestHelmLint(t *testing.T) {
+	helm := tool(t, "helm")
+	for name, args := range map[string][]string{
+		"defaults":     nil,
+		"all switches": allSwitches,
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := command(t.Context(), "", helm, append([]string{"lint", "--strict", chartDir}, args...)...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestHelmRenders checks the chart's renderings like the kustomize ones,
+// including the server-side dry run, with every switch and value in use.
+func TestHelmRenders(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		objs := helmTemplate(t, "kube-convergence-exporter", "kube-convergence")
+		checkRendered(t, objs, "kube-convergence")
+		kinds := []string{}
+		for _, o := range objs {
+			kinds = append(kinds, o.kind())
+		}
+		slices.Sort(kinds)
+		if want := []string{"ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
+			t.Errorf("default values render %v, want %v (every optional object off, like the kustomize base)", kinds, want)
+		}
+		dryRun(t, objs, "kube-convergence")
+	})
+	t.Run("everything", func(t *testing.T) {
+		// Another release name: every name and reference must follow it.
+		objs := helmTemplate(t, "kce", "monitoring", append(slices.Clone(allSwitches),
+			"--set", "image.digest=sha256:"+strings.Repeat("ab", 32),
+			"--set", "image.pullPolicy=IfNotPresent",
+			"--set", "extraArgs={--stall.threshold=10m}",
+			"--set", "nodeSelector.kubernetes\\.io/os=linux",
+			"--set", "tolerations[0].key=dedicated,tolerations[0].operator=Exists,tolerations[0].effect=NoSchedule",
+			"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/arch",
+			"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=In",
+			"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values={amd64}",
+			"--set", "resources.requests.memory=256Mi,resources.limits.memory=1Gi",
+			"--set", "serviceMonitor.labels.release=kube-prometheus-stack",
+			"--set", "prometheusRule.labels.release=kube-prometheus-stack",
+			"--set", "podLabels.team=platform",
+		)...)
+		checkRendered(t, objs, "monitoring")
+		checkWebConfig(t, objs)
+		for _, o := range objs {
+			if o.name() != "kce-kube-convergence-exporter" && o.name() != "kce-kube-convergence-exporter-dashboards" {
+				t.Errorf("%s: not named after the release", o.id())
+			}
+		}
+		var d appsv1.Deployment
+		decode(t, only(t, objs, "Deployment"), &d)
+		pod := d.Spec.Template.Spec
+		c := pod.Containers[0]
+		if want := "ghcr.io/kube-convergence/kube-convergence-exporter@sha256:" + strings.Repeat("ab", 32); c.Image != want || c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("image %s (%s), want %s (IfNotPresent)", c.Image, c.ImagePullPolicy, want)
+		}
+		if argFlags(c.Args)["stall.threshold"] != "10m" {
+			t.Errorf("args %q: extraArgs missing", c.Args)
+		}
+		if pod.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Tolerations) != 1 || pod.Affinity == nil || pod.Affinity.NodeAffinity == nil {
+			t.Errorf("nodeSelector %v, tolerations %v, affinity %v: values not applied", pod.NodeSelector, pod.Tolerations, pod.Affinity)
+		}
+		if got := c.Resources.Limits.Memory().String(); got != "1Gi" {
+			t.Errorf("memory limit %s, want 1Gi", got)
+		}
+		if d.Spec.Template.Labels["team"] != "platform" || d.Spec.Selector.MatchLabels["team"] != "" {
+			t.Errorf("podLabels: template %v, selector %v: want team=platform on the pods only", d.Spec.Template.Labels, d.Spec.Selector.MatchLabels)
+		}
+		for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+			if l, _ := only(t, objs, kind).meta()["labels"].(map[string]any); l["release"] != "kube-prometheus-stack" {
+				t.Errorf("%s labels %v: want release=kube-prometheus-stack", kind, l)
+			}
+		}
+		dryRun(t, objs, "monitoring")
+	})
+}
+
+// TestHelmMatchesKustomize renders the chart and the kustomize tree into
+// the same namespace and compares them object by object: with default
+// values the chart is the base, with every switch on it is the base with
+// every component. Only Helm's own labels and the image tag (the chart
+// defaults to its appVersion; the base is pinned by an overlay's images
+// entry) may differ.
+func TestHelmMatchesKustomize(t *testing.T) {
+	for name, c := range map[string]struct {
+		args []string
+		k    kustomization
+	}{
+		"defaults = base":                       {k: kustomization{dir: "deploy/base", namespace: "kube-convergence"}},
+		"every switch = base + every component": {args: allSwitches, k: kustomizations()["all-components"]},
+	} {
+		t.Run(name, func(t *testing.T) {
+			chart := normalise(t, helmTemplate(t, "kube-convergence-exporter", c.k.namespace, c.args...))
+			kust := normalise(t, kustomize(t, c.k))
+			for id := range kust {
+				if _, ok := chart[id]; !ok {
+					t.Errorf("%s: rendered by kustomize, not by the chart", id)
+				}
+			}
+			for id, h := range chart {
+				k, ok := kust[id]
+				if !ok {
+					t.Errorf("%s: rendered by the chart, not by kustomize", id)
+					continue
+				}
+				if !reflect.DeepEqual(h, k) {
+					hb, _ := json.MarshalIndent(h, "", "  ")
+					kb, _ := json.MarshalIndent(k, "", "  ")
+					t.Errorf("%s differs.\n--- chart\n%s\n--- kustomize\n%s", id, hb, kb)
+				}
+			}
+		})
+	}
+}
+
+// helmOnlyLabels are the labels the chart adds and the kustomize tree
+// does not: Helm's own and the release instance (also in the selectors, so
+// that two releases do not select each other's pods).
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+
+// normalise indexes objects by kind/name, without Helm's own labels and
+// the image tag.
+func normalise(t *testing.T, objs []object) map[string]object {
+	t.Helper()
+	out := map[string]object{}
+	dropLabels := func(o object, path ...string) {
+		m := map[string]any(o)
+		for _, p := range path {
+			m, _ = m[p].(map[string]any)
+		}
+		for _, l := range helmOnlyLabels {
+			delete(m, l)
+		}
+	}
+	for _, o := range objs {
+		// A copy through JSON: the same number and map types on both sides.
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c object
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		dropLabels(c, "metadata", "labels")
+		switch c.kind() {
+		case "Deployment":
+			dropLabels(c, "spec", "selector", "matchLabels")
+			dropLabels(c, "spec", "template", "metadata", "labels")
+			containers := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+			for _, ct := range containers {
+				ct := ct.(map[string]any)
+				img, _ := ct["image"].(string)
+				if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+					ct["image"] = img[:i]
+				}
+			}
+		case "Service":
+			dropLabels(c, "spec", "selector")
+		case "ServiceMonitor":
+			dropLabels(c, "spec", "selector", "matchLabels")
+		case "NetworkPolicy":
+			dropLabels(c, "spec", "podSelector", "matchLabels")
+		}
+		out[c.id()] = c
+	}
+	return out
+}
+
+// TestHelmSchemaRejects feeds values.schema.json bad values: Helm must
+// refuse them before rendering anything.
+func TestHelmSchemaRejects(t *testing.T) {
+	helm := tool(t, "helm")
+	for name, set := range map[string]string{
+		"unknown top-level key": "serviceMonitors.enabled=true",
+		"unknown nested key":    "serviceMonitor.honorLabels=false",
+		"pull policy":           "image.pullPolicy=Sometimes",
+		"digest":                "image.digest=latest",
+		"negative sample limit": "serviceMonitor.sampleLimit=-1",
+		"interval":              "serviceMonitor.interval=30",
+		"switch not a boolean":  "networkPolicy.enabled=yes please",
+		"extra arg not a flag":  "extraArgs={stall.threshold=10m}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := command(t.Context(), "", helm, "template", "x", chartDir, "--set", set)
+			if err == nil {
+				t.Errorf("--set %s accepted; rendered %d bytes", set, len(out))
+			} else if !strings.Contains(err.Error(), "schema") {
+				t.Errorf("--set %s: refused, but not by the schema: %v", set, err)
+			}
+		})
+	}
+}
+
+// TestChartREADMEDocumentsEveryValue keeps the chart's README in step with
+// values.yaml: every leaf value appears, by its dotted path, in its table.
+func TestChartREADMEDocumentsEveryValue(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 && prefix != "resources" {
+			for k, sub := range m {
+				walk(strings.TrimPrefix(prefix+"."+k, "."), sub)
+			}
+			return
+		}
+		if !strings.Contains(string(readme), "| `"+prefix+"` |") {
+			t.Errorf("value %s is not documented in the chart's README.md (a table row starting | `%s` |)", prefix, prefix)
+		}
+	}
+	walk("", values)
+}
