@@ -67,11 +67,11 @@ func startingPod(conds ...string) Pod {
 func withFacts(p Pod, f func(*PodFacts)) Pod { f(&p.Facts); return p }
 
 type podStep struct {
-	at      string
-	pod     *Pod // observe this record (nil: tick, or delete)
-	listed  bool // delivered by a list cycle (an Observe), or a delete tombstone (a Delete)
-	del     bool
-	want    []string
+	at     string
+	pod    *Pod // observe this record (nil: tick, or delete)
+	listed bool // delivered by a list cycle (an Observe), or a delete tombstone (a Delete)
+	del    bool
+	want   []string
 }
 
 func runPod(t *testing.T, tr *PodTracker, steps []podStep) {

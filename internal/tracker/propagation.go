@@ -124,8 +124,8 @@ type servedPod struct {
 }
 
 type pair struct {
-	uid, svc string
-	sp       *servedPod
+	uid, svc  string
+	sp        *servedPod
 	published bool // a ready endpoint in a slice of the Service now
 	// publishedInSpell: published at some point of the pod's current
 	// serving spell (to tell a slice ahead of the pod update at removal).
