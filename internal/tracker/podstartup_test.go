@@ -22,14 +22,16 @@ func newPodTracker() *PodTracker {
 func formatPod(evs []PodEvent) []string {
 	out := make([]string, 0, len(evs))
 	for _, e := range evs {
-		switch e.Type {
-		case PodStageReached:
+		switch {
+		case e.Type == PodStageReached && e.From == "":
+			out = append(out, fmt.Sprintf("reached %s %v, no interval", e.Stage, e.Duration))
+		case e.Type == PodStageReached:
 			out = append(out, fmt.Sprintf("reached %s %v from %s +%v", e.Stage, e.Duration, e.From, e.Interval))
-		case PodThresholdCrossed:
+		case e.Type == PodThresholdCrossed:
 			out = append(out, fmt.Sprintf("crossed %s >%g", e.Stage, podThresholds[e.Threshold]))
-		case PodStartupOpened:
+		case e.Type == PodStartupOpened:
 			out = append(out, "opened")
-		case PodRecovered:
+		case e.Type == PodRecovered:
 			out = append(out, "recovered")
 		}
 	}
