@@ -38,8 +38,9 @@ type Collector struct {
 
 	mu           sync.Mutex // guards tr and the maps below; pod and node handlers run concurrently
 	tr           *tracker.PodTracker
-	seenNS       map[string]bool // namespace label values seen, for zero-initialised reasons
-	droppedStall map[string]bool // pod UIDs counted in the dropped-series counter, while stalled
+	seenNS       map[string]bool    // namespace label values seen, for zero-initialised reasons
+	created      map[[2]string]bool // (namespace label, owner_kind) whose series exist at zero
+	droppedStall map[string]bool    // pod UIDs counted in the dropped-series counter, while stalled
 
 	pods, nodes cache.SharedIndexInformer
 }
@@ -57,6 +58,7 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 			StallAfter: cfg.StallThreshold("Pod", stall),
 		}),
 		seenNS:       map[string]bool{},
+		created:      map[[2]string]bool{},
 		droppedStall: map[string]bool{},
 	}
 }
@@ -78,6 +80,9 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 	return reg.Register(scrape{c})
 }
 
+// indexNode indexes pods by spec.nodeName, for onNode.
+const indexNode = "pods-node"
+
 // Start implements collectors.Collector. Handlers are attached once pods and
 // nodes have synced, so the initial list is replayed as such (adding a
 // handler to a running informer replays its cache with isInInitialList) and
@@ -90,19 +95,30 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if c.nodes, err = f.Informer(informers.Nodes); err != nil {
 		return fmt.Errorf("pods: %w", err)
 	}
+	if err := c.pods.AddIndexers(cache.Indexers{indexNode: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return fmt.Errorf("pods: index by node: %w", err)
+	}
+	if err := collectors.OnNamespaceDeleted(ctx, f, c.onNamespaceDeleted); err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.nodes.HasSynced) {
 			return
 		}
-		if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		if _, err := c.pods.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
 			UpdateFunc: func(_, obj any) { c.onPod(obj, false) },
 			DeleteFunc: c.onPodDelete,
-		}); err != nil {
+		})); err != nil {
 			c.logger.Error("cannot watch pods", "err", err)
 			return
 		}
-		if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode}); err != nil {
+		if _, err := c.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode})); err != nil {
 			c.logger.Error("cannot watch nodes", "err", err)
 		}
 		// Report threshold crossings every second.
@@ -115,46 +131,69 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
+// received is the receive time the list/watch layer stamped on obj (the
+// collector's clock when unstamped) and whether obj is not live: from the
+// informer's initial replay or a list cycle.
+func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
+	at, listed := informers.Received(obj)
+	if at.IsZero() {
+		at = c.now()
+	}
+	return at, initial || listed
+}
+
 func (c *Collector) onPod(obj any, initial bool) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	rec := records.Pod(p, c.nodeReady)
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seenNS[c.cfg.NamespaceLabelValue(p.Namespace)] = true
-	c.observe(c.tr.Observe(rec, now, initial))
+	at, notLive := c.received(p, initial)
+	c.observePod(p, at, notLive)
 }
 
+func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
+	rec := records.Pod(p, c.nodeReady)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ns := c.cfg.NamespaceLabelValue(p.Namespace); !c.seenNS[ns] {
+		c.seenNS[ns] = true
+		c.m.recovered.WithLabelValues(ns) // at zero, so rate() sees its first increment
+	}
+	c.observe(c.tr.Observe(rec, at, notLive))
+}
+
+// onPodDelete: a tombstone means the deletion was missed and learned from a
+// list cycle: at an unknown time in a gap.
 func (c *Collector) onPodDelete(obj any) {
+	_, tombstone := obj.(cache.DeletedFinalStateUnknown)
 	obj = informers.Unwrap(obj)
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	now := c.now()
+	at, listed := c.received(p, false)
+	if tombstone {
+		at = c.now()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Delete(string(p.UID), now))
+	c.observe(c.tr.Delete(string(p.UID), at, !tombstone && !listed))
 }
 
 // onNode re-classifies the pods of a node whose readiness changed: their
-// node_not_ready reason changes without a pod update. It scans the pod cache
-// (no index by node): readiness transitions are rare, while the heartbeats
-// that make up most node updates (every 20-45 s per node with kwok, 10 s
-// with a kubelet) change nothing and return at once.
+// node_not_ready reason changes without a pod update. Heartbeats, which make
+// up most node updates (every 20-45 s per node with kwok, 10 s with a
+// kubelet), change nothing and return at once; a transition visits the
+// node's pods only, through the node index.
 func (c *Collector) onNode(oldObj, newObj any) {
 	o, ok1 := oldObj.(*corev1.Node)
 	n, ok2 := newObj.(*corev1.Node)
 	if !ok1 || !ok2 || records.NodeReady(o) == records.NodeReady(n) {
 		return
 	}
-	for _, obj := range c.pods.GetStore().List() {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == n.Name {
-			c.onPod(p, false)
-		}
+	at, notLive := c.received(n, false)
+	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, indexNode, n.Name) {
+		c.observePod(p, at, notLive)
 	}
 }
 
@@ -165,4 +204,24 @@ func (c *Collector) nodeReady(name string) bool {
 	}
 	n, ok := obj.(*corev1.Node)
 	return !ok || records.NodeReady(n)
+}
+
+// onNamespaceDeleted deletes the series of a deleted namespace, so that
+// cardinality follows the namespaces that exist. A namespace folded into
+// another label value (namespace label configuration) keeps its series:
+// other namespaces share them.
+func (c *Collector) onNamespaceDeleted(ns string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	label := c.cfg.NamespaceLabelValue(ns)
+	if label != ns {
+		return
+	}
+	c.m.deleteNamespace(label)
+	delete(c.seenNS, label)
+	for k := range c.created {
+		if k[0] == label {
+			delete(c.created, k)
+		}
+	}
 }
