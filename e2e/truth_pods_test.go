@@ -43,8 +43,10 @@ func TestTruthPodsGapInventsNothing(t *testing.T) {
 	if _, err := direct.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := direct.CoreV1().Services(ns).Create(ctx, serviceFor(ns, "gap", "gap"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, app := range []string{"live", "gap"} {
+		if _, err := direct.CoreV1().Services(ns).Create(ctx, serviceFor(ns, app, app), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e := startExporter(t, "--kubeconfig="+proxy.Kubeconfig(""))
 	e.waitReady(60 * time.Second)
@@ -55,6 +57,7 @@ func TestTruthPodsGapInventsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	podSeconds(t, e, "kube_convergence_pod_startup_seconds", 1, map[string]string{"namespace": ns, "stage": "ready"})
+	podSeconds(t, e, "kube_convergence_endpoint_propagation_seconds", 1, map[string]string{"namespace": ns})
 	before := podCounts(e.scrape(), ns)
 	t.Logf("before the cut: %+v", before)
 
@@ -70,6 +73,7 @@ func TestTruthPodsGapInventsNothing(t *testing.T) {
 		ready, published := readyAndPublished(ctx, t, direct, ns, "gap")
 		return ready == replicas && published == replicas, fmt.Sprintf("ready %d, published %d", ready, published)
 	})
+	time.Sleep(3*time.Second - time.Since(cutAt)) // a cut of a few seconds, as after an API server restart
 	rev, err := s.CompactEtcd(ctx)
 	if err != nil {
 		t.Fatal(err)
