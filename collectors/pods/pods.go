@@ -191,9 +191,11 @@ func (c *Collector) onNode(oldObj, newObj any) {
 	if !ok1 || !ok2 || records.NodeReady(o) == records.NodeReady(n) {
 		return
 	}
-	at, notLive := c.received(n, false)
+	// Each pod is observed with its own receive time and list mark: only
+	// its reason changes, unless its own handler has not run yet for its
+	// newest copy, which is then timed as that handler would time it.
 	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, indexNode, n.Name) {
-		c.observePod(p, at, notLive)
+		c.onPod(p, false)
 	}
 }
 
