@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 // clock is the collector's injected clock.
@@ -201,5 +203,47 @@ func TestNamespaceDeletedDropsItsSeries(t *testing.T) {
 	}
 	if c.seenNS["team-a"] || !c.seenNS["other"] {
 		t.Errorf("seen namespaces = %v", c.seenNS)
+	}
+}
+
+// Bad input (issue 11): 50 pods, each owned by a different invented kind,
+// and one with 300 scheduling gates. No series per object: one owner_kind
+// value (other) for the 50, nothing opened for the gated one.
+func TestInventedOwnerKindsAndManyGatesAddNoSeries(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	c := New(config.Default(), time.Minute, slog.New(slog.DiscardHandler), clk.now)
+	yes := true
+	for i := range 50 {
+		p := pod(fmt.Sprintf("web-%d", i), clk.now())
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "evil.example.com/v1", Kind: fmt.Sprintf("Kind%d", i), Name: "x", UID: types.UID(fmt.Sprint(i)), Controller: &yes}}
+		c.observePod(p, clk.now(), false)
+	}
+	gated := pod("gated", clk.now())
+	for i := range 300 {
+		gated.Spec.SchedulingGates = append(gated.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: fmt.Sprintf("example.com/q%d", i)})
+	}
+	c.observePod(gated, clk.now(), false)
+	kinds := map[string]bool{}
+	ch := make(chan prometheus.Metric, 10000)
+	c.m.exceeded.Collect(ch)
+	close(ch)
+	n := 0
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "owner_kind" {
+				kinds[l.GetValue()] = true
+			}
+		}
+	}
+	if len(kinds) != 1 || !kinds["other"] || n != 5*27 {
+		t.Errorf("owner_kind values %v over %d crossing series, want only other over 135", kinds, n)
+	}
+	if got := c.tr.NotReady()["ns"][tracker.PodSchedulingGated]; got != 1 {
+		t.Errorf("scheduling_gated = %d, want 1", got)
 	}
 }
