@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
@@ -48,4 +50,23 @@ func Tick(ctx context.Context, period time.Duration, now func() time.Time, f fun
 			f(now())
 		}
 	}
+}
+
+// OnNamespaceDeleted calls fn with the name of every Namespace deleted while
+// the exporter watches, so that a collector deletes the namespace's series:
+// cardinality must not grow with the namespaces a cluster ever had. The
+// collector must list informers.Namespaces in its Resources.
+func OnNamespaceDeleted(f *informers.Factory, collector string, fn func(namespace string)) error {
+	inf, err := f.Informer(informers.Namespaces)
+	if err != nil {
+		return err
+	}
+	_, err = inf.AddEventHandler(f.Handler(collector, cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if ns, ok := informers.Unwrap(obj).(*corev1.Namespace); ok {
+				fn(ns.Name)
+			}
+		},
+	}))
+	return err
 }

@@ -64,7 +64,7 @@ func (c *Collector) Name() string { return Name }
 
 // Resources implements collectors.Collector.
 func (c *Collector) Resources() []informers.Resource {
-	return []informers.Resource{informers.Pods, informers.Services, informers.EndpointSlices}
+	return []informers.Resource{informers.Pods, informers.Services, informers.EndpointSlices, informers.Namespaces}
 }
 
 // Register implements collectors.Collector.
@@ -84,7 +84,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		}
 		*x.inf = inf
 	}
-	if err := collectors.OnNamespaceDeleted(ctx, f, c.onNamespaceDeleted); err != nil {
+	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("endpoints: %w", err)
 	}
 	go func() {
@@ -135,10 +135,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 // collector's clock when unstamped) and whether obj is not live: from the
 // informer's initial replay or a list cycle.
 func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
-	at, listed := informers.Received(obj)
-	if at.IsZero() {
-		at = c.now()
-	}
+	at, listed := informers.ReceivedOr(obj, c.now)
 	return at, initial || listed
 }
 

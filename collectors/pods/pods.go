@@ -66,10 +66,10 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 // Name implements collectors.Collector.
 func (c *Collector) Name() string { return Name }
 
-// Resources implements collectors.Collector: pods, and nodes for the
-// node_not_ready reason.
+// Resources implements collectors.Collector: pods, nodes for the
+// node_not_ready reason, namespaces to delete a deleted namespace's series.
 func (c *Collector) Resources() []informers.Resource {
-	return []informers.Resource{informers.Pods, informers.Nodes}
+	return []informers.Resource{informers.Pods, informers.Nodes, informers.Namespaces}
 }
 
 // Register implements collectors.Collector.
@@ -103,7 +103,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	}}); err != nil {
 		return fmt.Errorf("pods: index by node: %w", err)
 	}
-	if err := collectors.OnNamespaceDeleted(ctx, f, c.onNamespaceDeleted); err != nil {
+	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("pods: %w", err)
 	}
 	go func() {
@@ -135,10 +135,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 // collector's clock when unstamped) and whether obj is not live: from the
 // informer's initial replay or a list cycle.
 func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
-	at, listed := informers.Received(obj)
-	if at.IsZero() {
-		at = c.now()
-	}
+	at, listed := informers.ReceivedOr(obj, c.now)
 	return at, initial || listed
 }
 

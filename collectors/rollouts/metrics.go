@@ -11,11 +11,12 @@ import (
 )
 
 type metrics struct {
-	duration  *prometheus.HistogramVec
-	closed    *prometheus.CounterVec
-	exceeded  *prometheus.CounterVec
-	recovered *prometheus.CounterVec
-	dropped   prometheus.Counter
+	duration          *prometheus.HistogramVec
+	recoveredDuration *prometheus.HistogramVec
+	closed            *prometheus.CounterVec
+	exceeded          *prometheus.CounterVec
+	recovered         *prometheus.CounterVec
+	dropped           prometheus.Counter
 
 	inProgressDesc *prometheus.Desc
 	stalledDesc    *prometheus.Desc
@@ -25,7 +26,11 @@ func newMetrics() *metrics {
 	return &metrics{
 		duration: prometheus.NewHistogramVec(latency.HistogramOpts(
 			"kube_convergence_rollout_duration_seconds",
-			"Time from a spec write (as received by the exporter) until the rollout reached the stage: observed (status.observedGeneration caught up: the observedGeneration lag), updated, available, ready (StatefulSet), endpoints_ready. Stages not reached are counted by kube_convergence_rollout_threshold_exceeded_total.",
+			"Time from a spec write (as received by the exporter) until the rollout reached the stage: observed (status.observedGeneration caught up: the observedGeneration lag), updated, available, ready (StatefulSet), endpoints_ready. Stages not reached are counted by kube_convergence_rollout_threshold_exceeded_total. Live rollouts only: those the exporter did not see start are in kube_convergence_rollout_recovered_duration_seconds.",
+			latency.RolloutBuckets), []string{"kind", "namespace", "stage", "change"}),
+		recoveredDuration: prometheus.NewHistogramVec(latency.HistogramOpts(
+			"kube_convergence_rollout_recovered_duration_seconds",
+			"Like kube_convergence_rollout_duration_seconds, for rollouts the exporter did not see start (found in flight at its start or after a watch gap; counted by kube_convergence_rollouts_recovered_total): time from the API-side write time (one-second precision, the API server's clock; the exporter's last receipt of the object when later) until a stage still ahead was reached. Stages passed before are not observed. Not read by the bundled SLIs, which count live rollouts only.",
 			latency.RolloutBuckets), []string{"kind", "namespace", "stage", "change"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kube_convergence_rollouts_total",
@@ -52,7 +57,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.duration, m.closed, m.exceeded, m.recovered, m.dropped} {
+	for _, c := range []prometheus.Collector{m.duration, m.recoveredDuration, m.closed, m.exceeded, m.recovered, m.dropped} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -70,7 +75,11 @@ func (c *Collector) observe(evs []tracker.Event) {
 		ns := c.cfg.NamespaceLabelValue(ep.Namespace)
 		switch e.Type {
 		case tracker.StageReached:
-			latency.Observe(c.m.duration.WithLabelValues(string(ep.Kind), ns, string(e.Stage), string(ep.Change)),
+			h := c.m.duration
+			if ep.Recovered {
+				h = c.m.recoveredDuration
+			}
+			latency.Observe(h.WithLabelValues(string(ep.Kind), ns, string(e.Stage), string(ep.Change)),
 				e.Duration.Seconds(), latency.Exemplar(ep.UID, strconv.FormatInt(ep.Generation, 10), ep.Name))
 		case tracker.ThresholdCrossed:
 			c.m.exceeded.WithLabelValues(string(ep.Kind), ns, string(e.Stage), string(ep.Change), latency.Threshold(latency.RolloutBuckets[e.Threshold])).Inc()
@@ -78,6 +87,10 @@ func (c *Collector) observe(evs []tracker.Event) {
 			c.m.closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(e.Outcome)).Inc()
 			delete(c.droppedEpisodes, ep.UID)
 		case tracker.EpisodeOpened:
+			c.m.closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(tracker.OutcomeConverged))
+			if ep.Recovered {
+				break // no crossings, and its durations go to the recovered family
+			}
 			// Create this episode's series at zero: Prometheus' rate() cannot
 			// count a series that first appears with its first increment.
 			for _, st := range tracker.Stages(ep.Kind) {
@@ -86,10 +99,9 @@ func (c *Collector) observe(evs []tracker.Event) {
 					c.m.exceeded.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change), latency.Threshold(b))
 				}
 			}
-			c.m.closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(tracker.OutcomeConverged))
 		case tracker.EpisodeRecovered:
 			c.m.recovered.WithLabelValues(string(ep.Kind)).Inc()
-			c.logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.APIStart)
+			c.logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.Start)
 		}
 	}
 }
@@ -141,5 +153,28 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 		// name the object, and the cap bounds its cardinality.
 		ch <- prometheus.MustNewConstMetric(c.m.stalledDesc, prometheus.GaugeValue, st.Age.Seconds(),
 			string(ep.Kind), ep.Namespace, ep.Name, string(st.Stage), st.Reason)
+	}
+}
+
+// forgetNamespace deletes the series of a deleted namespace, so that
+// cardinality does not grow with every namespace a cluster ever had. A
+// namespace folded into another label value (namespaceLabel allowlist or
+// drop) shares its series with others, which stay.
+func (c *Collector) forgetNamespace(namespace string) {
+	ns := c.cfg.NamespaceLabelValue(namespace)
+	if ns != namespace {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	match := prometheus.Labels{"namespace": ns}
+	c.m.duration.DeletePartialMatch(match)
+	c.m.recoveredDuration.DeletePartialMatch(match)
+	c.m.closed.DeletePartialMatch(match)
+	c.m.exceeded.DeletePartialMatch(match)
+	for key := range c.seenInProgress {
+		if key[1] == ns {
+			delete(c.seenInProgress, key)
+		}
 	}
 }

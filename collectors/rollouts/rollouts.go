@@ -22,6 +22,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -68,7 +69,7 @@ func (c *Collector) Name() string { return Name }
 func (c *Collector) Resources() []informers.Resource {
 	return []informers.Resource{
 		informers.Deployments, informers.StatefulSets, informers.DaemonSets, informers.ReplicaSets,
-		informers.Pods, informers.Nodes, informers.Services, informers.EndpointSlices,
+		informers.Pods, informers.Nodes, informers.Services, informers.EndpointSlices, informers.Namespaces,
 	}
 }
 
@@ -98,14 +99,30 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		deployments: get(informers.Deployments), statefulSets: get(informers.StatefulSets), daemonSets: get(informers.DaemonSets),
 	}
 	facts := []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.nodes, c.view.services, c.view.slices}
-	for _, inf := range facts {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	for _, inf := range []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.services, c.view.slices} {
+		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onFact(obj) },
 			UpdateFunc: func(_, obj any) { c.onFact(obj) },
 			DeleteFunc: func(obj any) { c.onFact(obj) },
-		}); err != nil {
+		})); err != nil {
 			return fmt.Errorf("rollouts: add handler: %w", err)
 		}
+	}
+	// Node heartbeats (every 10 s per node from a kubelet) change nothing a
+	// rollout reads; only a readiness transition (node_not_ready) does.
+	if _, err := c.view.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, obj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := obj.(*corev1.Node)
+			if ok1 && ok2 && records.NodeReady(o) != records.NodeReady(n) {
+				c.onFact(obj)
+			}
+		},
+	})); err != nil {
+		return fmt.Errorf("rollouts: add handler: %w", err)
+	}
+	if err := collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace); err != nil {
+		return fmt.Errorf("rollouts: %w", err)
 	}
 	go func() {
 		syncs := make([]cache.InformerSynced, 0, len(facts))
@@ -116,11 +133,11 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			return
 		}
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
-			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
 				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
 				DeleteFunc: c.onWorkloadDelete,
-			}); err != nil {
+			})); err != nil {
 				c.logger.Error("cannot watch workloads", "err", err)
 			}
 		}
@@ -139,10 +156,10 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 	if !ok {
 		return
 	}
-	now := c.now()
+	now, listed := informers.ReceivedOr(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Observe(w, now, initial))
+	c.observe(c.tr.Observe(w, now, initial || listed))
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {
@@ -158,7 +175,7 @@ func (c *Collector) onWorkloadDelete(obj any) {
 	default:
 		return
 	}
-	now := c.now()
+	now, _ := informers.ReceivedOr(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.Delete(uid, now))
@@ -169,7 +186,9 @@ func (c *Collector) onWorkloadDelete(obj any) {
 // but a new generation opens an episode.
 func (c *Collector) onFact(obj any) {
 	obj = informers.Unwrap(obj)
-	now := c.now()
+	// The fact's receipt is when the evidence arrived: a stage it completes
+	// is timed then, not when this handler got the lock.
+	now, _ := informers.ReceivedOr(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var targets []tracker.Episode
@@ -190,7 +209,7 @@ func (c *Collector) onFact(obj any) {
 		// there is still queued for onWorkload, which delivers it in order.
 		// Taking it here could show it already observed at first sight,
 		// which the tracker reads as a missed write (a watch gap).
-		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Generation {
+		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Target {
 			c.observe(c.tr.Observe(w, now, false))
 		}
 	}

@@ -63,7 +63,16 @@ func (v *view) record(obj any) (tracker.Workload, bool) {
 		eps = append(eps, tracker.EndpointPod{UID: string(p.UID), New: n, Ready: records.PodReady(p), Terminating: p.DeletionTimestamp != nil})
 	}
 	w.PodReason = tracker.DominantReason(reasons)
-	w.Endpoints = tracker.EndpointsState(eps, v.servicesSelecting(w.Namespace, pods), v.podExists)
+	services := v.servicesSelecting(w.Namespace, pods)
+	w.Endpoints = tracker.EndpointsState(eps, services, v.podExists, w.Status.Partition > 0)
+	if w.OnDelete {
+		// A scale of an OnDelete workload converges on its pods of any
+		// revision (the manual update may be pending).
+		for i := range eps {
+			eps[i].New = true
+		}
+		w.EndpointsAnyRevision = tracker.EndpointsState(eps, services, v.podExists, false)
+	}
 	return w, true
 }
 
@@ -75,8 +84,10 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 	}
 	var out []tracker.ServiceSlices
 	for _, svc := range informers.ByIndex[*corev1.Service](v.services, cache.NamespaceIndex, namespace) {
-		if len(svc.Spec.Selector) == 0 {
-			continue // endpoints managed by hand: not the controller's chain
+		if len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
+			// Endpoints managed by hand, or none at all (the EndpointSlice
+			// controller skips ExternalName Services): not the chain.
+			continue
 		}
 		sel := labels.SelectorFromSet(svc.Spec.Selector)
 		match := false
@@ -91,14 +102,10 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 		}
 		ready := map[string]bool{}
 		for _, s := range informers.ByIndex[*discoveryv1.EndpointSlice](v.slices, informers.IndexService, namespace+"/"+svc.Name) {
-			for _, e := range s.Endpoints {
-				if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
-					continue
-				}
-				// The API says a nil ready condition is to be read as true.
-				if e.Conditions.Ready == nil || *e.Conditions.Ready {
-					ready[string(e.TargetRef.UID)] = true
-				}
+			// One definition of a ready endpoint, shared with the
+			// endpoints collector: terminating endpoints are not.
+			for _, uid := range records.Slice(s).Ready {
+				ready[uid] = true
 			}
 		}
 		out = append(out, tracker.ServiceSlices{PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses, Ready: ready})

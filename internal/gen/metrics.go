@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metricdoc"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
 )
@@ -27,7 +28,7 @@ func MetricReference() (string, error) {
 		return "", err
 	}
 	logger := slog.New(slog.DiscardHandler)
-	if _, err := serve.New(nil, "", nil, all.Collectors(all.Options{Logger: logger}), rec, logger); err != nil {
+	if _, err := serve.New(nil, "", informers.New(nil, nil, logger), all.Collectors(all.Options{Logger: logger}), rec, logger); err != nil {
 		return "", err
 	}
 	return metricdoc.Markdown(rec.Metrics()), nil

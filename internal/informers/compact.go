@@ -37,6 +37,8 @@ var keptAnnotations = map[string]bool{
 	"deployment.kubernetes.io/revision":                true,
 	"deprecated.daemonset.template.generation":         true,
 	"endpoints.kubernetes.io/last-change-trigger-time": true,
+	AnnotationReceived:                                 true,
+	AnnotationListed:                                   true,
 }
 
 // Compact is the informers' transform: it extracts what the collectors need
@@ -84,6 +86,9 @@ func Compact(obj any) (any, error) {
 		spec.Template = corev1.PodTemplateSpec{}
 		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
 		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *corev1.Namespace:
+		compactMeta(&o.ObjectMeta)
+		o.Spec = corev1.NamespaceSpec{}
 	case *appsv1.ReplicaSet:
 		compactMeta(&o.ObjectMeta)
 		o.Spec.Template = corev1.PodTemplateSpec{}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,8 @@ var (
 	DaemonSets     = Resource{"apps", "v1", "daemonsets"}
 	ReplicaSets    = Resource{"apps", "v1", "replicasets"}
 	EndpointSlices = Resource{"discovery.k8s.io", "v1", "endpointslices"}
+	// Namespaces: their deletion removes the namespace's series.
+	Namespaces = Resource{"", "v1", "namespaces"}
 )
 
 // Wrapper instruments a resource's ListerWatcher (package listwatch).
@@ -55,9 +58,10 @@ type Wrapper func(resource string, lw cache.ListerWatcher) cache.ListerWatcher
 // safe for concurrent use. Resync is off: a resync replays the cache and
 // fetches nothing (FACTS.md), and the collectors compute from current state.
 type Factory struct {
-	client kubernetes.Interface
-	wrap   Wrapper
-	logger *slog.Logger
+	client   kubernetes.Interface
+	wrap     Wrapper
+	logger   *slog.Logger
+	handlers *handlers
 
 	mu        sync.Mutex
 	informers map[Resource]cache.SharedIndexInformer
@@ -73,6 +77,7 @@ func New(client kubernetes.Interface, wrap Wrapper, logger *slog.Logger) *Factor
 		client:    client,
 		wrap:      wrap,
 		logger:    logger,
+		handlers:  newHandlers(time.Now),
 		informers: map[Resource]cache.SharedIndexInformer{},
 		started:   map[Resource]bool{},
 	}
@@ -231,6 +236,13 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return c.AppsV1().ReplicaSets("").Watch(ctx, o)
+			}},
+		Namespaces: {&corev1.Namespace{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.CoreV1().Namespaces().List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.CoreV1().Namespaces().Watch(ctx, o)
 			}},
 		EndpointSlices: {&discoveryv1.EndpointSlice{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

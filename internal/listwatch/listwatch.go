@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
 
 // The reflector (client-go v0.37.2 tools/cache/reflector.go) adapts its
@@ -175,16 +177,20 @@ func (l *listerWatcher) listPage(obj runtime.Object) {
 		l.next = nil
 		return
 	}
-	if l.next != nil {
-		_ = meta.EachListItem(obj, func(o runtime.Object) error {
-			if om, err := meta.Accessor(o); err == nil {
-				if t := newestManagedTime(om); t > 0 {
-					l.next[om.GetUID()] = t
-				}
+	now := l.now()
+	_ = meta.EachListItem(obj, func(o runtime.Object) error {
+		om, err := meta.Accessor(o)
+		if err != nil {
+			return nil //nolint:nilerr // the reflector skips it too
+		}
+		informers.Stamp(om, now, true)
+		if l.next != nil {
+			if t := newestManagedTime(om); t > 0 {
+				l.next[om.GetUID()] = t
 			}
-			return nil
-		})
-	}
+		}
+		return nil
+	})
 	if lm.GetContinue() == "" {
 		l.completeCycleLocked()
 	}

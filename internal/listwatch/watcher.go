@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
 
 // watcher forwards one watch stream to the reflector and observes each event
@@ -128,6 +130,8 @@ func (w *watcher) observe(ev watch.Event) {
 		// An object without metadata is dropped by the reflector too
 		// ("Unable to understand watch event").
 		if obj, err := meta.Accessor(ev.Object); err == nil {
+			// Initial events of a WatchList stream stand for a LIST.
+			informers.Stamp(obj, now, w.initial)
 			w.track(obj, ev.Type, now)
 		}
 	case watch.Bookmark:

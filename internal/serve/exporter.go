@@ -76,6 +76,11 @@ func New(client kubernetes.Interface, apiServer string, factory *informers.Facto
 	if err := reg.Register(e.synced); err != nil {
 		return nil, fmt.Errorf("register informer_synced: %w", err)
 	}
+	if factory != nil {
+		if err := factory.Register(reg); err != nil {
+			return nil, fmt.Errorf("register informer factory metrics: %w", err)
+		}
+	}
 	for _, c := range cs {
 		if err := c.Register(reg); err != nil {
 			return nil, fmt.Errorf("collector %s: register metrics: %w", c.Name(), err)

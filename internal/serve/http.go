@@ -39,7 +39,10 @@ func Register(reg prometheus.Registerer, o RegisterOptions) (informers.Wrapper, 
 		}
 	}
 	if !o.Watch {
-		return nil, nil
+		// The list/watch layer also stamps every object with its receive
+		// time and list-cycle mark, which all trackers read: keep it, with
+		// its metrics unregistered.
+		return listwatch.NewMetrics(nil).Wrap, nil
 	}
 	return listwatch.NewMetrics(reg).Wrap, nil
 }

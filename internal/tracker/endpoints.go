@@ -23,12 +23,19 @@ type ServiceSlices struct {
 // exists is stale (a scale-down not yet propagated) and keeps the state
 // pending. With publishNotReadyAddresses a pod is published whether or not
 // it is Ready, so readiness is not required there.
-func EndpointsState(pods []EndpointPod, services []ServiceSlices, exists func(uid string) bool) Endpoints {
+//
+// oldMayStay: old-revision pods that are not terminating may be published
+// or not (a StatefulSet with rollingUpdate.partition P > 0 keeps its pods
+// below P on the old revision, serving, on purpose).
+func EndpointsState(pods []EndpointPod, services []ServiceSlices, exists func(uid string) bool, oldMayStay bool) Endpoints {
 	if len(services) == 0 {
 		return EndpointsNoService
 	}
 	for _, s := range services {
 		for _, p := range pods {
+			if oldMayStay && !p.New && !p.Terminating {
+				continue
+			}
 			want := p.New && !p.Terminating && (p.Ready || s.PublishNotReadyAddresses)
 			if s.Ready[p.UID] != want {
 				return EndpointsPending

@@ -55,22 +55,32 @@ func TestEndpointsState(t *testing.T) {
 		services []ServiceSlices
 		exists   func(string) bool
 		want     Endpoints
+		// oldMayStay: a StatefulSet partition keeps old pods serving.
+		oldMayStay bool
 	}{
-		{"no service", []EndpointPod{newReady}, nil, all, EndpointsNoService},
-		{"published", []EndpointPod{newReady}, []ServiceSlices{{Ready: map[string]bool{"a": true}}}, all, EndpointsReady},
-		{"not yet published", []EndpointPod{newReady}, []ServiceSlices{{Ready: map[string]bool{}}}, all, EndpointsPending},
+		{"no service", []EndpointPod{newReady}, nil, all, EndpointsNoService, false},
+		{"published", []EndpointPod{newReady}, []ServiceSlices{{Ready: map[string]bool{"a": true}}}, all, EndpointsReady, false},
+		{"not yet published", []EndpointPod{newReady}, []ServiceSlices{{Ready: map[string]bool{}}}, all, EndpointsPending, false},
 		{"published in one of two services", []EndpointPod{newReady},
-			[]ServiceSlices{{Ready: map[string]bool{"a": true}}, {Ready: map[string]bool{}}}, all, EndpointsPending},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true}}, {Ready: map[string]bool{}}}, all, EndpointsPending, false},
 		{"old pod still ready endpoint", []EndpointPod{newReady, {UID: "o", Ready: true}},
-			[]ServiceSlices{{Ready: map[string]bool{"a": true, "o": true}}}, all, EndpointsPending},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true, "o": true}}}, all, EndpointsPending, false},
 		{"terminating new pod still ready endpoint", []EndpointPod{newReady, {UID: "b", New: true, Ready: true, Terminating: true}},
-			[]ServiceSlices{{Ready: map[string]bool{"a": true, "b": true}}}, all, EndpointsPending},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true, "b": true}}}, all, EndpointsPending, false},
 		{"deleted pod still ready endpoint", []EndpointPod{newReady},
-			[]ServiceSlices{{Ready: map[string]bool{"a": true, "gone": true}}}, func(uid string) bool { return uid != "gone" }, EndpointsPending},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true, "gone": true}}}, func(uid string) bool { return uid != "gone" }, EndpointsPending, false},
 		{"not-ready new pod published with publishNotReadyAddresses", []EndpointPod{{UID: "a", New: true}},
-			[]ServiceSlices{{PublishNotReadyAddresses: true, Ready: map[string]bool{"a": true}}}, all, EndpointsReady},
+			[]ServiceSlices{{PublishNotReadyAddresses: true, Ready: map[string]bool{"a": true}}}, all, EndpointsReady, false},
+		{"partition: old pod below it still published", []EndpointPod{newReady, {UID: "o", Ready: true}},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true, "o": true}}}, all, EndpointsReady, true},
+		{"partition: updated pod not yet published", []EndpointPod{newReady, {UID: "o", Ready: true}},
+			[]ServiceSlices{{Ready: map[string]bool{"o": true}}}, all, EndpointsPending, true},
+		{"partition: terminating old pod still published", []EndpointPod{newReady, {UID: "o", Ready: true, Terminating: true}},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true, "o": true}}}, all, EndpointsPending, true},
+		{"partition: deleted pod still published", []EndpointPod{newReady},
+			[]ServiceSlices{{Ready: map[string]bool{"a": true, "gone": true}}}, func(uid string) bool { return uid != "gone" }, EndpointsPending, true},
 	} {
-		if got := EndpointsState(tc.pods, tc.services, tc.exists); got != tc.want {
+		if got := EndpointsState(tc.pods, tc.services, tc.exists, tc.oldMayStay); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -14,17 +14,6 @@ type RolloutConfig struct {
 	// StallAfter returns the age after which an open episode of kind is
 	// reported as stalled.
 	StallAfter func(Kind) time.Duration
-	// LateAfter: when a new generation (or a new object) is first seen more
-	// than this after its API-side spec write time, the exporter missed the
-	// write (it was down, or its watch was cut and it relisted). The episode
-	// then starts at the API-side time and is marked recovered, and stages
-	// already reached are not observed (their time is unknown). 10 s covers
-	// the 1 s truncation of API timestamps, watch delivery (p99 10 ms on
-	// the sandbox, FACTS.md) and a few seconds of clock skew. Zero: 10 s.
-	// A generation already observed by its controller at first sight is
-	// missed however recent (see missed): LateAfter only decides for one
-	// the controller has not observed yet.
-	LateAfter time.Duration
 }
 
 // EventType says what an Event reports.
@@ -48,18 +37,29 @@ const (
 	EpisodeOpened
 )
 
-// Episode identifies one rollout: one generation of one object.
+// Episode identifies one rollout of one object: opened by the write that
+// asked for it (a create, a new pod template, a scale...), it lasts until
+// the object converges on what was asked, or a new revision supersedes it.
+// Writes that do not change what is rolling out (spec.replicas from an HPA,
+// annotations from CI, pause) re-target it to their newer generation; it
+// keeps its start, its crossings and its change.
 type Episode struct {
 	Kind                 Kind
 	UID, Namespace, Name string
-	Generation           int64
-	Change               Change
+	// Generation is the generation of the write that opened the episode;
+	// Target the newest generation it is judged against.
+	Generation, Target int64
+	Change             Change
 	// Start is when the write happened: the exporter's receive time, or the
 	// API-side time for a recovered episode.
 	Start time.Time
 	// APIStart is the API-side time of the write (1 s precision), kept to
 	// tell watch delivery lag and clock skew apart.
-	APIStart  time.Time
+	APIStart time.Time
+	// Recovered: the exporter did not see the write live (it started, or
+	// its watch had a gap, since). Its stages are timed on the API-side
+	// start, a different clock with 1 s precision: sinks keep them out of
+	// the live duration histograms, and it never crosses thresholds.
 	Recovered bool
 }
 
@@ -73,12 +73,16 @@ type Event struct {
 	Outcome   Outcome       // EpisodeClosed
 }
 
-// Stall describes an open episode older than its stall threshold.
+// Stall describes an object whose oldest write not yet converged is older
+// than its stall threshold.
 type Stall struct {
 	Episode Episode
 	Stage   Stage  // the next stage not reached yet
 	Reason  string // see stallReason
-	Age     time.Duration
+	// Age is measured from the oldest write not yet converged: the start of
+	// the open episode, or of an earlier one it superseded without the
+	// object converging in between.
+	Age time.Duration
 }
 
 // RolloutTracker follows rollout episodes, one per (uid, generation). It is
@@ -94,94 +98,115 @@ type RolloutTracker struct {
 }
 
 type object struct {
-	last Workload // the last record seen
-	ep   *episode // the open episode, nil when settled
+	last Workload  // the last record seen
+	seen time.Time // when it was received
+	ep   *episode  // the open episode, nil when settled
+	// baseline is the pod template the object last converged on (or was
+	// settled on at first sight): a write is a template change when its
+	// template differs from it. Comparing with the previous generation
+	// instead would call the resume after pause -> set image a change of
+	// nothing, while it is when the new template rolls out. Empty: unknown.
+	baseline string
 }
 
 type episode struct {
 	Episode
-	stages  []Stage
-	reached int   // stages[:reached] are reached
-	next    []int // per stage: index of the next threshold not crossed yet
+	template string // the pod template it rolls out
+	stages   []Stage
+	reached  int   // stages[:reached] are reached
+	next     []int // per stage: index of the next threshold not crossed yet
+	// crossedAt is, per stage, the latest time crossings were emitted at:
+	// an event received before it but handled after (the handler lag) is
+	// timed no earlier, so a stage never counts both good and bad for one
+	// threshold.
+	crossedAt []time.Time
+	// stallSince is the start of the oldest write not yet converged.
+	stallSince time.Time
 }
 
 // NewRolloutTracker returns a tracker.
 func NewRolloutTracker(cfg RolloutConfig) *RolloutTracker {
-	if cfg.LateAfter == 0 {
-		cfg.LateAfter = 10 * time.Second
-	}
 	if cfg.StallAfter == nil {
 		cfg.StallAfter = func(Kind) time.Duration { return 5 * time.Minute }
 	}
 	return &RolloutTracker{cfg: cfg, objects: map[string]*object{}, inFlight: map[string]*object{}}
 }
 
-// Observe takes the current record of a workload, received at now. initial
-// is true for objects of the informer's initial list: those already
-// converged are not observed, those in flight are recovered.
-func (t *RolloutTracker) Observe(w Workload, now time.Time, initial bool) []Event {
+// Observe takes the current record of a workload, received at now. listed
+// is true when a list cycle delivered it (the informer's initial list, or a
+// relist after a watch gap): whatever changed since the last record happened
+// while the exporter was not watching.
+//
+// Recovery is decided by the watch, never by API timestamps: a generation is
+// recovered when it arrives listed, or when it is already observed by its
+// controller at first sight (a live watch delivers the spec write before the
+// controller's status write, so only a gap explains it). managedFields times
+// cannot decide it: a /scale write (kubectl scale, every HPA) leaves none,
+// they are truncated to the second, unrelated to metadata-only writes (a
+// Deployment's generation also moves on annotation changes) and on another
+// clock.
+func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event {
 	var evs []Event
+	missed := listed || w.observed()
 	o := t.objects[w.UID]
 	switch {
 	case o == nil:
 		o = &object{}
 		t.objects[w.UID] = o
+		change := ChangeOther // the previous spec is unknown
+		if w.Generation == 1 {
+			change = ChangeCreate
+		}
 		switch {
-		case initial || t.missed(&w, now):
-			if !settled(&w) {
-				change := ChangeOther // the previous spec is unknown
-				if w.Generation == 1 {
-					change = ChangeCreate
-				}
-				o.ep = t.recover(&w, change, now)
-				evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
-			}
-		default:
-			o.ep = t.open(&w, ChangeCreate, now)
+		case !missed:
+			o.ep = t.open(&w, change, now, time.Time{})
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+		case settled(&w):
+			o.baseline = w.TemplateHash
+		default:
+			o.ep = t.recover(&w, change, time.Time{}, time.Time{})
+			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation > o.last.Generation:
+		if o.ep != nil && w.TemplateHash == o.ep.template {
+			// Not a new revision (replicas, metadata, pause, strategy...):
+			// the rollout in flight goes on, judged on the newest spec.
+			o.ep.Target = w.Generation
+			break
+		}
+		change := classify(o, &w)
+		var since time.Time // the oldest write not yet converged
 		if o.ep != nil {
+			// A new revision for the rollout in flight, even back to the
+			// template the object last converged on (a rollback): its pods
+			// must be replaced.
+			change = ChangeTemplate
+			since = o.ep.stallSince
 			evs = t.close(evs, o, OutcomeSuperseded, now)
 		}
-		change := classify(&o.last, &w)
 		switch {
-		case !t.missed(&w, now):
-			o.ep = t.open(&w, change, now)
+		case !missed:
+			o.ep = t.open(&w, change, now, since)
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
 		case settled(&w):
 			// Written and converged while the watch was cut: invisible,
 			// like a rollout that ended while the exporter was down. Its
 			// stage times are unknown, and timing them from the relist
 			// would invent near-zero durations.
+			o.baseline = w.TemplateHash
 		default:
-			o.ep = t.recover(&w, change, now)
+			o.ep = t.recover(&w, change, since, o.seen)
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation < o.last.Generation:
 		return nil // an older copy (should not happen with one informer): ignore
 	}
-	o.last = w
+	o.last, o.seen = w, now
 	if o.ep != nil {
 		t.inFlight[w.UID] = o
 		evs = t.advance(evs, o, now)
 	}
 	return evs
-}
-
-// missed reports whether the exporter did not receive w's spec write as it
-// happened, so the generation must be recovered rather than timed from now.
-// Either the controller has already observed it: a live watch delivers the
-// spec write (observedGeneration still older, the API server keeps status on
-// spec updates) before the controller's status write, so a generation that
-// is observed at first sight came from a relist after a watch gap, however
-// short. Gaps shorter than LateAfter are the common case: an API server
-// restart takes seconds and every informer relists after it (its new watch
-// cache answers 410), and a network blip across an etcd compaction does the
-// same. Or the write is older than LateAfter (a gap while the controller was
-// slow or down too).
-func (t *RolloutTracker) missed(w *Workload, now time.Time) bool {
-	return w.observed() || now.Sub(w.apiStart()) > t.cfg.LateAfter
 }
 
 // Delete closes the open episode of uid, if any, and forgets the object.
@@ -213,7 +238,7 @@ func (t *RolloutTracker) Tick(now time.Time) []Event {
 func (t *RolloutTracker) Stalled(now time.Time) []Stall {
 	var out []Stall
 	for _, o := range t.inFlight {
-		age := now.Sub(o.ep.Start)
+		age := now.Sub(o.ep.stallSince)
 		if age <= t.cfg.StallAfter(o.ep.Kind) {
 			continue
 		}
@@ -243,32 +268,45 @@ func (t *RolloutTracker) Open() []Episode {
 	return out
 }
 
-func (t *RolloutTracker) open(w *Workload, change Change, start time.Time) *episode {
+// open opens an episode started at start; since is the start of an
+// unconverged episode it supersedes, zero if none.
+func (t *RolloutTracker) open(w *Workload, change Change, start, since time.Time) *episode {
 	ep := &episode{
 		Episode: Episode{Kind: w.Kind, UID: w.UID, Namespace: w.Namespace, Name: w.Name,
-			Generation: w.Generation, Change: change, Start: start, APIStart: w.apiStart()},
-		stages: Stages(w.Kind),
+			Generation: w.Generation, Target: w.Generation, Change: change, Start: start, APIStart: w.apiStart()},
+		template:   w.TemplateHash,
+		stages:     Stages(w.Kind),
+		stallSince: start,
+	}
+	if !since.IsZero() && since.Before(start) {
+		ep.stallSince = since
 	}
 	ep.next = make([]int, len(ep.stages))
+	ep.crossedAt = make([]time.Time, len(ep.stages))
 	return ep
 }
 
 // recover opens an episode the exporter did not see start: it starts at the
-// API-side time; stages and thresholds already passed are marked without
-// being observed (the previous exporter process, if it ran, observed them;
-// otherwise their time is unknown), so a restart neither duplicates nor
-// invents observations.
-func (t *RolloutTracker) recover(w *Workload, change Change, now time.Time) *episode {
-	ep := t.open(w, change, w.apiStart())
-	ep.Recovered = true
-	for ep.reached < len(ep.stages) && w.reached(ep.stages[ep.reached]) {
-		ep.reached++
+// API-side time; stages already passed are marked without being observed
+// (the previous exporter process, if it ran, observed them; otherwise their
+// time is unknown), so a restart neither duplicates nor invents
+// observations. It never crosses thresholds: its age is on the API server's
+// clock with 1 s precision, and the SLIs count live episodes only.
+//
+// A generation of an object already known cannot have been written before
+// the exporter last received the object (seen): the API-side time is older
+// than that when the write left no managedFields time (a /scale write) or
+// did not touch the spec (annotations), and the start is then the last
+// receipt, which errs by at most the gap.
+func (t *RolloutTracker) recover(w *Workload, change Change, since, seen time.Time) *episode {
+	start := w.apiStart()
+	if start.Before(seen) {
+		start = seen
 	}
-	age := now.Sub(ep.Start).Seconds()
-	for i := range ep.stages {
-		for ep.next[i] < len(t.cfg.Thresholds) && age > t.cfg.Thresholds[ep.next[i]] {
-			ep.next[i]++
-		}
+	ep := t.open(w, change, start, since)
+	ep.Recovered = true
+	for ep.reached < len(ep.stages) && reached(w, ep, ep.stages[ep.reached]) {
+		ep.reached++
 	}
 	return ep
 }
@@ -279,23 +317,27 @@ func (t *RolloutTracker) advance(evs []Event, o *object, now time.Time) []Event 
 	ep, w := o.ep, &o.last
 	for ep.reached < len(ep.stages) {
 		s := ep.stages[ep.reached]
-		if s == StageEndpointsReady && w.Endpoints == EndpointsNoService {
+		if s == StageEndpointsReady && endpoints(w, ep) == EndpointsNoService {
 			break // skipped: converged without it (below)
 		}
-		if !w.reached(s) {
+		if !reached(w, ep, s) {
 			break
 		}
 		// Crossings first: a stage reached at d > T crossed T before, even
 		// if no Tick ran in between; every episode then counts once per
 		// threshold (good in the le=T bucket, or bad as a crossing).
 		evs = t.crossStage(evs, ep, ep.reached, now)
-		evs = append(evs, Event{Type: StageReached, Episode: ep.Episode, Stage: s, Duration: now.Sub(ep.Start)})
+		at := now
+		if c := ep.crossedAt[ep.reached]; at.Before(c) {
+			at = c
+		}
+		evs = append(evs, Event{Type: StageReached, Episode: ep.Episode, Stage: s, Duration: at.Sub(ep.Start)})
 		ep.reached++
 	}
 	switch {
 	case ep.reached == len(ep.stages):
 		return t.close(evs, o, OutcomeConverged, now)
-	case ep.stages[ep.reached] == StageEndpointsReady && w.Endpoints == EndpointsNoService:
+	case ep.stages[ep.reached] == StageEndpointsReady && endpoints(w, ep) == EndpointsNoService:
 		return t.close(evs, o, OutcomeConverged, now)
 	case ep.reached > 0 && w.Kind == Deployment && w.Paused:
 		return t.close(evs, o, OutcomePaused, now)
@@ -309,6 +351,14 @@ func (t *RolloutTracker) advance(evs []Event, o *object, now time.Time) []Event 
 func (t *RolloutTracker) close(evs []Event, o *object, out Outcome, now time.Time) []Event {
 	evs = t.cross(evs, o, now)
 	evs = append(evs, Event{Type: EpisodeClosed, Episode: o.ep.Episode, Outcome: out})
+	switch out {
+	case OutcomeConverged:
+		o.baseline = o.ep.template
+	case OutcomeManual:
+		// An OnDelete update is the operator's to complete: later writes
+		// are judged against the template they asked for.
+		o.baseline = o.last.TemplateHash
+	}
 	delete(t.inFlight, o.ep.UID)
 	o.ep = nil
 	return evs
@@ -319,7 +369,7 @@ func (t *RolloutTracker) cross(evs []Event, o *object, now time.Time) []Event {
 	ep := o.ep
 	for i := ep.reached; i < len(ep.stages); i++ {
 		// A skipped endpoints stage (no Service) never counts as bad.
-		if ep.stages[i] == StageEndpointsReady && o.last.Endpoints == EndpointsNoService {
+		if ep.stages[i] == StageEndpointsReady && endpoints(&o.last, ep) == EndpointsNoService {
 			continue
 		}
 		evs = t.crossStage(evs, ep, i, now)
@@ -328,10 +378,16 @@ func (t *RolloutTracker) cross(evs []Event, o *object, now time.Time) []Event {
 }
 
 func (t *RolloutTracker) crossStage(evs []Event, ep *episode, i int, now time.Time) []Event {
+	if ep.Recovered {
+		return evs
+	}
 	age := now.Sub(ep.Start).Seconds()
 	for ep.next[i] < len(t.cfg.Thresholds) && age > t.cfg.Thresholds[ep.next[i]] {
 		evs = append(evs, Event{Type: ThresholdCrossed, Episode: ep.Episode, Stage: ep.stages[i], Threshold: ep.next[i]})
 		ep.next[i]++
+		if now.After(ep.crossedAt[i]) {
+			ep.crossedAt[i] = now
+		}
 	}
 	return evs
 }
@@ -359,20 +415,48 @@ func settled(w *Workload) bool {
 		if s == StageEndpointsReady && w.Endpoints == EndpointsNoService {
 			continue
 		}
-		if !w.reached(s) {
+		if !w.reached(s, false) {
 			return false
 		}
 	}
 	return true
 }
 
-// classify names what changed between two generations of a spec.
-func classify(prev, cur *Workload) Change {
+// reached reports whether the episode's stage s is reached in w. A scale or
+// other change of an OnDelete workload converges on ready replicas of any
+// revision: a pending manual update is not the controller's to finish.
+func reached(w *Workload, ep *episode, s Stage) bool {
+	anyRevision := w.OnDelete && ep.Change != ChangeTemplate
+	if s == StageEndpointsReady {
+		return w.observed() && endpoints(w, ep) == EndpointsReady
+	}
+	return w.reached(s, anyRevision)
+}
+
+// endpoints is the endpoints state the episode is judged on.
+func endpoints(w *Workload, ep *episode) Endpoints {
+	if w.OnDelete && ep.Change != ChangeTemplate {
+		return w.EndpointsAnyRevision
+	}
+	return w.Endpoints
+}
+
+// classify names what a new generation changed, for an object with no
+// episode open or whose open episode it supersedes.
+func classify(o *object, cur *Workload) Change {
+	prev := &o.last
+	base := o.baseline
+	if base == "" {
+		base = prev.TemplateHash
+	}
 	switch {
-	case prev.TemplateHash != cur.TemplateHash:
+	case cur.TemplateHash != base:
 		return ChangeTemplate
 	case prev.SpecReplicas != cur.SpecReplicas && prev.OtherHash == cur.OtherHash:
 		return ChangeScale
 	}
+	// Strategy, minReadySeconds, pause/resume of the same template, or
+	// metadata only (a Deployment's generation also moves on annotation
+	// changes): timed live from receipt like any other write.
 	return ChangeOther
 }

@@ -281,15 +281,16 @@ func TestDaemonSet(t *testing.T) {
 func TestRestartRecoversInFlightOnceAndSkipsConverged(t *testing.T) {
 	// The exporter restarts at +20s. Object u1 was written at t0 (API side)
 	// and is mid-rollout: observed, not available. It is recovered; only the
-	// stage still ahead (available) is observed, timed from the API-side
-	// write; the crossings its predecessor counted (1 s, 5 s) are not repeated.
+	// stages still ahead are observed, timed from the API-side write; it
+	// crosses no threshold (its predecessor counted 1 s and 5 s; a recovered
+	// age is on the API server's clock and stays out of the SLIs).
 	tr := newTracker()
 	midway := deploy(2, 2, 3, 1, 2)
 	midway.SpecWritten = t0
 	run(t, tr, []step{
 		{at: "20s", w: &midway, initial: true, want: []string{"recovered"}},
 		{at: "25s", w: p(with(midway, func(w *Workload) { w.Status.UpdatedReplicas = 3 })), want: []string{"reached updated 25s"}},
-		{at: "31s", w: p(deploy(2, 2, 3, 3, 3)), want: []string{"crossed available >30", "reached available 31s", "closed converged"}},
+		{at: "31s", w: p(deploy(2, 2, 3, 3, 3)), want: []string{"reached available 31s", "closed converged"}},
 	})
 	if open := tr.Open(); len(open) != 0 {
 		t.Fatalf("open after convergence: %+v", open)
@@ -310,7 +311,7 @@ func TestLateGenerationAfterWatchGapIsRecovered(t *testing.T) {
 	tr := newTracker()
 	run(t, tr, []step{
 		{at: "0s", w: p(deploy(1, 1, 3, 3, 3)), initial: true},
-		{at: "61s", w: &gen2, want: []string{"recovered"}},
+		{at: "61s", w: &gen2, initial: true, want: []string{"recovered"}},
 		{at: "62s", w: p(with(gen2, func(w *Workload) {
 			w.Status.AvailableReplicas = 3
 			w.Status.ProgressingReason = "NewReplicaSetAvailable"
@@ -319,17 +320,31 @@ func TestLateGenerationAfterWatchGapIsRecovered(t *testing.T) {
 	})
 }
 
-func TestLiveWriteWithinLateAfterIsLive(t *testing.T) {
-	// API timestamps are truncated to the second: a write at +0.9s shows
-	// SpecWritten=+0s. Seen at +1.0s it is live and timed from receipt.
-	w := with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = t0 })
-	tr := newTracker()
-	tr.Observe(deploy(1, 1, 3, 3, 3), at("-1h"), true)
-	if evs := format(tr.Observe(w, at("1s"), false)); len(evs) != 0 {
-		t.Fatalf("unexpected events %v", evs)
-	}
-	if open := tr.Open(); len(open) != 1 || open[0].Recovered || !open[0].Start.Equal(at("1s")) {
-		t.Fatalf("open = %+v, want a live episode started at +1s", open)
+func TestLiveWriteIsLiveWhateverItsAPITime(t *testing.T) {
+	// A live generation is timed from receipt, however old its API-side
+	// time: a /scale write leaves no managedFields time (the newest f:spec
+	// time is the template write of days ago), an annotation write touches
+	// no f:spec at all, and the API server's clock may be skewed.
+	for _, tc := range []struct {
+		name string
+		next Workload
+		want Change
+	}{
+		{"scale via /scale, spec time 3 days old", with(deploy(2, 1, 5, 3, 3), func(w *Workload) { w.SpecWritten = at("-72h") }), ChangeScale},
+		{"annotation only, spec time 3 days old", with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.SpecWritten = at("-72h") }), ChangeOther},
+		{"template, API clock 30 s behind", with(deploy(2, 1, 3, 3, 3), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("-29s") }), ChangeTemplate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			tr.Observe(with(deploy(1, 1, 3, 3, 3), func(w *Workload) { w.SpecWritten = at("-72h") }), at("-1h"), true)
+			if evs := format(tr.Observe(tc.next, at("1s"), false)); len(evs) != 0 {
+				t.Fatalf("unexpected events %v", evs)
+			}
+			open := tr.Open()
+			if len(open) != 1 || open[0].Recovered || !open[0].Start.Equal(at("1s")) || open[0].Change != tc.want {
+				t.Fatalf("open = %+v, want a live %s episode started at +1s", open, tc.want)
+			}
+		})
 	}
 }
 

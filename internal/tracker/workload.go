@@ -120,8 +120,14 @@ type Workload struct {
 	OnDelete bool
 
 	Status Status
-	// Endpoints is the state of the workload's pods in EndpointSlices.
+	// Endpoints is the state of the workload's pods in EndpointSlices:
+	// the current revision's Ready pods published, no other pod (with a
+	// StatefulSet partition, old-revision pods below it may stay).
 	Endpoints Endpoints
+	// EndpointsAnyRevision is the same check with every pod counted as
+	// current: what a scale of an OnDelete workload with a pending manual
+	// update converges on. Only read for OnDelete workloads.
+	EndpointsAnyRevision Endpoints
 
 	// Stall facts.
 	ReplicaFailure           bool   // Deployment condition ReplicaFailure=True (FailedCreate: quota, admission)
@@ -150,8 +156,10 @@ type Status struct {
 func (w *Workload) observed() bool { return w.ObservedGeneration >= w.Generation }
 
 // reached reports whether the facts show stage reached. Ready facts describe
-// the current spec only once the generation is observed.
-func (w *Workload) reached(s Stage) bool {
+// the current spec only once the generation is observed. anyRevision: the
+// replicas need not run the update revision (a scale of an OnDelete
+// workload whose manual update is pending).
+func (w *Workload) reached(s Stage, anyRevision bool) bool {
 	if !w.observed() {
 		return false
 	}
@@ -160,13 +168,16 @@ func (w *Workload) reached(s Stage) bool {
 	case StageObserved:
 		return true
 	case StageUpdated:
+		if anyRevision {
+			return true
+		}
 		if w.Kind == DaemonSet {
 			return st.UpdatedNumberScheduled == st.DesiredNumberScheduled
 		}
 		return st.UpdatedReplicas == w.SpecReplicas
 	case StageAvailable:
 		if w.Kind == DaemonSet {
-			return st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+			return (anyRevision || st.UpdatedNumberScheduled == st.DesiredNumberScheduled) &&
 				st.NumberAvailable == st.DesiredNumberScheduled && st.NumberUnavailable == 0
 		}
 		// status.replicas counts non-terminating pods only, so terminating
@@ -175,6 +186,9 @@ func (w *Workload) reached(s Stage) bool {
 			st.Replicas == w.SpecReplicas &&
 			(!st.HasProgressing || st.ProgressingReason == "NewReplicaSetAvailable")
 	case StageReady:
+		if anyRevision {
+			return st.ReadyReplicas == w.SpecReplicas && st.Replicas == w.SpecReplicas
+		}
 		if st.Partition > 0 { // judged as `kubectl rollout status` does
 			return st.UpdatedReplicas >= w.SpecReplicas-st.Partition && st.ReadyReplicas == w.SpecReplicas
 		}

@@ -1,0 +1,77 @@
+package listwatch
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+// Every object handed to the reflector carries its receive time (the fake
+// clock when the wrapper saw it) and whether a list cycle delivered it.
+func TestStampReceivedAndListed(t *testing.T) {
+	f := newFixture(t)
+	check := func(what string, p *v1.Pod, wantAt time.Time, wantListed bool) {
+		t.Helper()
+		at, listed := informers.Received(p)
+		if !at.Equal(wantAt) || listed != wantListed {
+			t.Errorf("%s: received %v listed %v, want %v %v", what, at, listed, wantAt, wantListed)
+		}
+	}
+
+	// LIST: every item, at the time the page came back.
+	f.clk.Step(time.Second)
+	l := podList("10", "", pod("a"), pod("b"))
+	f.list(firstList, l, nil)
+	check("listed a", &l.Items[0], t0.Add(time.Second), true)
+	check("listed b", &l.Items[1], t0.Add(time.Second), true)
+
+	// A live event: not listed, at its own receive time; a listed mark a
+	// previous copy carried does not survive.
+	w, inner := f.stream(resume)
+	f.clk.Step(2 * time.Second)
+	live := pod("a")
+	live.Annotations = map[string]string{informers.AnnotationListed: "true", "keep": "me"}
+	send(t, w, inner, modified(live))
+	check("live a", live, t0.Add(3*time.Second), false)
+	if live.Annotations["keep"] != "me" {
+		t.Error("stamping dropped another annotation")
+	}
+	del := pod("b")
+	send(t, w, inner, deleted(del))
+	check("deleted b", del, t0.Add(3*time.Second), false)
+	w.Stop()
+
+	// A WatchList stream: listed until the initial-events-end bookmark,
+	// live after it.
+	first, second, after := pod("c"), pod("d"), pod("c")
+	w, inner = f.stream(streamAll, added(first), added(second), initialEventsEnd("20"))
+	f.clk.Step(time.Second)
+	recv(t, w, watch.Added)
+	recv(t, w, watch.Added)
+	recv(t, w, watch.Bookmark)
+	check("initial event c", first, t0.Add(4*time.Second), true)
+	check("initial event d", second, t0.Add(4*time.Second), true)
+	f.clk.Step(time.Second)
+	send(t, w, inner, modified(after))
+	check("live c after the bookmark", after, t0.Add(5*time.Second), false)
+}
+
+// Compact keeps the stamps: trackers read them from the cache.
+func TestCompactKeepsStamps(t *testing.T) {
+	p := pod("a")
+	informers.Stamp(p, t0, true)
+	p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+	if _, err := informers.Compact(p); err != nil {
+		t.Fatal(err)
+	}
+	if at, listed := informers.Received(p); !at.Equal(t0) || !listed {
+		t.Errorf("after Compact: received %v listed %v, want %v true", at, listed, t0)
+	}
+	if _, ok := p.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+		t.Error("Compact kept an unused annotation")
+	}
+}
