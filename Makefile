@@ -38,8 +38,10 @@ test: tools build
 	$(GO) vet ./...
 	$(MAKE) test-unit test-e2e
 
+# Unit packages run with the race detector: handlers of different informers,
+# Tick and Collect share each collector's state.
 test-unit:
-	$(GO) test -count=1 -timeout 10m $(UNIT_PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 
 test-e2e:
 	$(GO) test -count=1 -p 1 -timeout 30m $(E2E_PKGS)

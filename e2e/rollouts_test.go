@@ -208,8 +208,17 @@ func TestRestartMidRolloutRecoversOnce(t *testing.T) {
 	<-e.done                 //nolint:errcheck // killed: the exit error says only that
 	e2 := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""))
 	e2.waitReady(60 * time.Second)
-	got := stageSeconds(t, e2, 1, with(labels, "stage", "available"))
+	// Recovered: observed in its own family, never in the live one.
+	var got float64
+	eventually(t, 30*time.Second, "the recovered available observation", func() (bool, string) {
+		s, c := histogram(e2.scrape(), "kube_convergence_rollout_recovered_duration_seconds", with(labels, "stage", "available"))
+		got = s
+		return c == 1, fmt.Sprintf("count %d", c)
+	})
 	mfs := e2.scrape()
+	if _, c := histogram(mfs, "kube_convergence_rollout_duration_seconds", with(labels, "stage", "available")); c != 0 {
+		t.Errorf("recovered episode observed in the live histogram: %d", c)
+	}
 	if v, _ := value(mfs, "kube_convergence_rollouts_recovered_total", map[string]string{"kind": "Deployment"}); v != 1 {
 		t.Errorf("recovered_total = %v, want 1 (only the in-flight rollout; converged ones are not observed)", v)
 	}

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,9 +45,14 @@ const DefaultListenAddress = ":10329"
 
 func main() { os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// DefaultLivenessTimeout is the default of --web.liveness-timeout.
+const DefaultLivenessTimeout = 5 * time.Minute
+
 type serveFlags struct {
 	web             *web.FlagConfig
 	telemetryPath   string
+	probeAddress    string
+	livenessTimeout time.Duration
 	disableExporter bool
 	externalURL     string
 	shutdownTimeout time.Duration
@@ -60,6 +67,7 @@ type serveFlags struct {
 // runMain parses args and runs the chosen subcommand; it returns the exit code.
 func runMain(args []string, stdout, stderr io.Writer) int {
 	app := kingpin.New("kube-convergence-exporter", "Prometheus exporter for the convergence and health SLOs of Kubernetes controllers.")
+	app.UsageTemplate(usageTemplate)
 	app.Version(version.Print("kube-convergence-exporter"))
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stdout)
@@ -70,7 +78,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var f serveFlags
 	serveCmd := app.Command("serve", "Watch the cluster and serve metrics (the default).").Default()
 	f.web = webflag.AddFlags(serveCmd, DefaultListenAddress)
-	serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.telemetryPath)
+	serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics: absolute, not /, /healthz or /readyz.").Default("/metrics").StringVar(&f.telemetryPath)
+	serveCmd.Flag("web.probe-address", "Address of a plain-HTTP listener that serves only /healthz and /readyz, without the TLS and basic auth of --web.config.file, for the kubelet's probes (e.g. :10330). Empty: the probes are served on the main listener only.").Default("").StringVar(&f.probeAddress)
+	serveCmd.Flag("web.liveness-timeout", "/healthz fails when an informer event has waited this long to be handled, or a collector's handler has been running this long (the process is wedged). A quiet cluster or an unreachable API server never fails it.").Default(DefaultLivenessTimeout.String()).DurationVar(&f.livenessTimeout)
 	serveCmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own process and Go runtime metrics (process_*, go_*, promhttp_*).").BoolVar(&f.disableExporter)
 	serveCmd.Flag("web.external-url", "URL under which the exporter is reachable by people (exposed as kube_convergence_web_info{external_url} for dashboard and alert links).").Default("").StringVar(&f.externalURL)
 	serveCmd.Flag("web.shutdown-timeout", "How long to drain HTTP connections on SIGINT/SIGTERM.").Default("10s").DurationVar(&f.shutdownTimeout)
@@ -93,6 +103,12 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if handled, code := sloDispatch(cmd, stdout, stderr); handled {
 		return code
 	}
+	if err := f.validate(); err != nil {
+		// One line per bad flag, like kingpin's own parse errors.
+		msg := strings.ReplaceAll(err.Error(), "\n", "\nkube-convergence-exporter: ")
+		fmt.Fprintf(stderr, "kube-convergence-exporter: %s (see --help)\n", msg)
+		return 2
+	}
 	f.log.Writer = stderr
 	logger := promslog.New(&f.log)
 	if err := serveMain(f, logger); err != nil {
@@ -114,17 +130,15 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 			return err
 		}
 	}
-	if f.stallThreshold <= 0 {
-		return fmt.Errorf("--stall.threshold must be positive, got %v", f.stallThreshold)
-	}
 	restCfg, source, err := kubeConfig(f.kubeconfig)
 	if err != nil {
 		return err
 	}
 	restCfg.QPS, restCfg.Burst = f.qps, f.burst
 	restCfg.UserAgent = "kube-convergence-exporter/" + version.Version
-	// Protobuf for built-in types: about 3x faster to decode than JSON
-	// (FACTS.md, kubernetes #138841).
+	// Protobuf for built-in types: one watch stream decodes about 24.7k
+	// pods/s in protobuf against 7.9k in JSON at 10 KB per pod
+	// (kubernetes/kubernetes#138841).
 	restCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	restCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(restCfg)
@@ -158,13 +172,15 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	if f.disableExporter {
 		promhttpReg = prometheus.NewRegistry() // promhttp_* are exporter metrics too
 	}
-	handler, err := serve.Handler(serve.HandlerOptions{
+	handlerOpts := serve.HandlerOptions{
 		TelemetryPath: f.telemetryPath,
 		Gatherer:      reg,
 		Registerer:    promhttpReg,
+		Liveness:      func() (bool, string) { return exp.Liveness(time.Now(), f.livenessTimeout) },
 		Readiness:     exp.Readiness,
 		Logger:        logger,
-	})
+	}
+	handler, err := serve.Handler(handlerOpts)
 	if err != nil {
 		return err
 	}
@@ -195,6 +211,33 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 			logger.Warn("HTTP drain did not finish in time", "timeout", f.shutdownTimeout, "err", err)
 		}
 	})
+	if f.probeAddress != "" {
+		// Bound here, before anything runs, so that a taken port fails the
+		// start with a clear error instead of a half-running process.
+		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", f.probeAddress)
+		if err != nil {
+			return fmt.Errorf("--web.probe-address: %w", err)
+		}
+		probeSrv := &http.Server{
+			Handler:           serve.ProbeHandler(handlerOpts),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      10 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		}
+		g.Add(func() error {
+			logger.Info("serving /healthz and /readyz over plain HTTP", "address", ln.Addr().String())
+			if err := probeSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("probe server: %w", err)
+			}
+			return nil
+		}, func(error) {
+			ctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+			defer cancel()
+			_ = probeSrv.Shutdown(ctx) // probes are short; nothing to drain worth a log line
+		})
+	}
 	err = g.Run()
 	// SignalError has a value receiver but is returned as a pointer: use
 	// errors.As with a pointer target (the library's documented caveat).

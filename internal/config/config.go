@@ -79,17 +79,18 @@ type Stall struct {
 }
 
 // Duration is a time.Duration written as a Go duration string ("90s", "5m").
+// Its sign is checked by validate, which knows the key it was written under.
 type Duration time.Duration
 
-// UnmarshalYAML decodes a Go duration string and rejects negative values.
+// UnmarshalYAML decodes a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
 		return &lineError{n.Line, fmt.Sprintf("want a duration such as \"5m\", got %q", n.Value)}
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return &lineError{n.Line, fmt.Sprintf("want a non-negative duration such as \"5m\", got %q", s)}
+	if err != nil {
+		return &lineError{n.Line, fmt.Sprintf("want a duration such as \"5m\", got %q", s)}
 	}
 	*d = Duration(v)
 	return nil
@@ -148,8 +149,25 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes and validates a configuration document.
+// Parse decodes and validates a configuration document. The input must be
+// one YAML document: yaml.v3 decodes only the first one, so a second one
+// (after "---") would be ignored without a word.
 func Parse(b []byte) (*Config, error) {
+	// The node tree gives validate the line of every key; the strict decode
+	// below cannot be done from it (yaml.v3's Node.Decode drops KnownFields).
+	var root yaml.Node
+	nodes := yaml.NewDecoder(bytes.NewReader(b))
+	if err := nodes.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, cleanYAMLError(err)
+	}
+	var second yaml.Node
+	switch err := nodes.Decode(&second); {
+	case err == nil:
+		return nil, &lineError{second.Line, "a second YAML document: the file must hold exactly one (everything after the first \"---\" separator would be ignored)"}
+	case !errors.Is(err, io.EOF):
+		return nil, cleanYAMLError(err)
+	}
+
 	c := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -159,43 +177,119 @@ func Parse(b []byte) (*Config, error) {
 	if c.NamespaceLabel.Mode == "" {
 		c.NamespaceLabel.Mode = NamespaceKeep
 	}
-	if c.Stall.SeriesLimit == 0 {
+	pos := positions{&root}
+	if c.Stall.SeriesLimit == 0 && pos.line("stall", "seriesLimit") == 0 {
 		c.Stall.SeriesLimit = DefaultStalledSeriesLimit
 	}
-	if err := c.validate(); err != nil {
+	if err := c.validate(pos); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Config) validate() error {
-	var errs []error
-	for name := range c.Collectors {
+// Kinds that stall.perKind may name.
+var stallKinds = []string{"Deployment", "StatefulSet", "DaemonSet", "Pod"}
+
+func (c *Config) validate(pos positions) error {
+	var errs []string
+	add := func(line int, format string, a ...any) {
+		errs = append(errs, (&lineError{line, fmt.Sprintf(format, a...)}).Error())
+	}
+	for _, name := range sortedKeys(c.Collectors) {
 		if !slices.Contains(KnownCollectors, name) {
-			errs = append(errs, fmt.Errorf("collectors: unknown collector %q (known: %s)", name, strings.Join(KnownCollectors, ", ")))
+			add(pos.keyLine("collectors", name), "collectors: unknown collector %q (known: %s)", name, strings.Join(KnownCollectors, ", "))
 		}
 	}
+	modeLine := pos.line("namespaceLabel", "mode")
 	switch c.NamespaceLabel.Mode {
 	case NamespaceKeep, NamespaceDrop:
 		if len(c.NamespaceLabel.Allow) > 0 {
-			errs = append(errs, fmt.Errorf("namespaceLabel: allow is only used with mode %q", NamespaceAllowlist))
+			add(pos.line("namespaceLabel", "allow"), "namespaceLabel: allow is only used with mode %q", NamespaceAllowlist)
 		}
 	case NamespaceAllowlist:
 		if len(c.NamespaceLabel.Allow) == 0 {
-			errs = append(errs, errors.New("namespaceLabel: mode allowlist needs a non-empty allow list"))
+			add(modeLine, "namespaceLabel: mode allowlist needs a non-empty allow list")
 		}
 	default:
-		errs = append(errs, fmt.Errorf("namespaceLabel: unknown mode %q (want keep, drop or allowlist)", c.NamespaceLabel.Mode))
+		add(modeLine, "namespaceLabel: unknown mode %q (want keep, drop or allowlist)", c.NamespaceLabel.Mode)
 	}
-	for kind := range c.Stall.PerKind {
-		if !slices.Contains([]string{"Deployment", "StatefulSet", "DaemonSet", "Pod"}, kind) {
-			errs = append(errs, fmt.Errorf("stall.perKind: unknown kind %q (want Deployment, StatefulSet, DaemonSet or Pod)", kind))
+	// A stall threshold is the age after which an unconverged object counts
+	// as stalled. 0 used to be accepted and meant "use the default" for
+	// stall.threshold and pods but "stalled at once" for workloads.
+	const positive = "must be a positive duration such as \"5m\", got %v (an unconverged object counts as stalled once it is older than this)"
+	if l := pos.line("stall", "threshold"); l > 0 && c.Stall.Threshold <= 0 {
+		add(l, "stall.threshold: "+positive, time.Duration(c.Stall.Threshold))
+	}
+	for _, kind := range sortedKeys(c.Stall.PerKind) {
+		if !slices.Contains(stallKinds, kind) {
+			add(pos.keyLine("stall", "perKind", kind), "stall.perKind: unknown kind %q (want %s)", kind, strings.Join(stallKinds, ", "))
+			continue
+		}
+		if d := c.Stall.PerKind[kind]; d <= 0 {
+			add(pos.line("stall", "perKind", kind), "stall.perKind.%s: "+positive, kind, time.Duration(d))
 		}
 	}
-	if c.Stall.SeriesLimit < 0 {
-		errs = append(errs, fmt.Errorf("stall.seriesLimit: must be positive, got %d", c.Stall.SeriesLimit))
+	if c.Stall.SeriesLimit <= 0 {
+		add(pos.line("stall", "seriesLimit"), "stall.seriesLimit: must be positive, got %d (it caps the per-object stalled series of each collector)", c.Stall.SeriesLimit)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		// One line: the error ends up as a single slog attribute.
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// positions finds the line of a key in the decoded document.
+type positions struct{ root *yaml.Node }
+
+// find returns the key and value nodes at path (a sequence of mapping keys).
+func (p positions) find(path ...string) (key, value *yaml.Node) {
+	n := p.root
+	if n == nil || n.Kind != yaml.DocumentNode || len(n.Content) == 0 {
+		return nil, nil
+	}
+	n = n.Content[0]
+	for _, k := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil, nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				key, next = n.Content[i], n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil, nil
+		}
+		n = next
+	}
+	return key, n
+}
+
+// line is the line of the value at path, 0 if the path is absent.
+func (p positions) line(path ...string) int {
+	if _, v := p.find(path...); v != nil {
+		return v.Line
+	}
+	return 0
+}
+
+// keyLine is the line of the last key of path, 0 if the path is absent.
+func (p positions) keyLine(path ...string) int {
+	if k, _ := p.find(path...); k != nil {
+		return k.Line
+	}
+	return 0
 }
 
 // lineError is a validation error at a line of the document.
@@ -204,7 +298,12 @@ type lineError struct {
 	msg  string
 }
 
-func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+func (e *lineError) Error() string {
+	if e.line <= 0 {
+		return e.msg
+	}
+	return fmt.Sprintf("line %d: %s", e.line, e.msg)
+}
 
 // yaml.v3 reports unknown keys as "line 3: field foo not found in type
 // config.Config"; users know keys, not Go types.

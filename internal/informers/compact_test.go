@@ -99,17 +99,55 @@ func TestCompactIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestCompactWorkloadHashes checks what the hashes must tell apart, from
+// literal objects: a replicas-only or metadata-only change leaves both
+// hashes equal; a template change moves only the template hash; a strategy
+// change only the other hash; an emptied template is not the real one.
 func TestCompactWorkloadHashes(t *testing.T) {
-	d := apiObjects()[0].(*appsv1.Deployment)
-	want := hashOf(&d.Spec.Template)
-	out, err := Compact(d.DeepCopy())
+	replicas := func(n int32) *int32 { return &n }
+	deploy := func(mutate func(*appsv1.Deployment)) (tmpl, other string) {
+		d := &appsv1.Deployment{ObjectMeta: apiMeta("deploy"), Spec: appsv1.DeploymentSpec{Replicas: replicas(3), Template: template()}}
+		mutate(d)
+		out, err := Compact(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := out.(*appsv1.Deployment).Annotations
+		if a[AnnotationTemplateHash] == "" || a[AnnotationOtherHash] == "" {
+			t.Fatalf("hashes missing: %v", a)
+		}
+		return a[AnnotationTemplateHash], a[AnnotationOtherHash]
+	}
+	baseT, baseO := deploy(func(*appsv1.Deployment) {})
+	for _, tc := range []struct {
+		name                   string
+		mutate                 func(*appsv1.Deployment)
+		sameTemplate, sameRest bool
+	}{
+		{"replicas 3 -> 5", func(d *appsv1.Deployment) { d.Spec.Replicas = replicas(5) }, true, true},
+		{"an annotation and a label", func(d *appsv1.Deployment) {
+			d.Annotations["ci.example.com/deployed-at"] = "2026-12-01T10:00:00Z"
+			d.Labels = map[string]string{"team": "a"}
+		}, true, true},
+		{"image v2 -> v3", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "registry.example/app:v3" }, false, true},
+		{"pod template annotation (rollout restart)", func(d *appsv1.Deployment) {
+			d.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-12-01T10:00:00Z"}
+		}, false, true},
+		{"minReadySeconds 0 -> 10", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 10 }, true, false},
+		{"paused", func(d *appsv1.Deployment) { d.Spec.Paused = true }, true, false},
+		{"empty template", func(d *appsv1.Deployment) { d.Spec.Template = corev1.PodTemplateSpec{} }, false, true},
+	} {
+		gotT, gotO := deploy(tc.mutate)
+		if (gotT == baseT) != tc.sameTemplate || (gotO == baseO) != tc.sameRest {
+			t.Errorf("%s: template hash equal %v (want %v), other hash equal %v (want %v)",
+				tc.name, gotT == baseT, tc.sameTemplate, gotO == baseO, tc.sameRest)
+		}
+	}
+	out, err := Compact(apiObjects()[0].(*appsv1.Deployment).DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := out.(*appsv1.Deployment)
-	if got := c.Annotations[AnnotationTemplateHash]; got != want || got == hashOf(&corev1.PodTemplateSpec{}) {
-		t.Errorf("template hash %q, want %q (the hash of the real template, not of an empty one)", got, want)
-	}
 	if _, ok := c.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
 		t.Error("an annotation no collector reads was kept")
 	}
@@ -166,7 +204,18 @@ func TestCompactSurvivesWatchListStream(t *testing.T) {
 		t.Fatalf("cached deployment: ok=%v err=%v", ok, err)
 	}
 	got := obj.(*appsv1.Deployment).Annotations
-	if got[AnnotationSpecWriteTime] != specWritten.Format(time.RFC3339) || got[AnnotationTemplateHash] != hashOf(&d.Spec.Template) {
+	// Two passes must leave what one pass gives, and not the hash of the
+	// empty template the second pass would find.
+	one, err := Compact(d.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := Compact(&appsv1.Deployment{ObjectMeta: apiMeta("empty")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onePass, emptyHash := one.(*appsv1.Deployment).Annotations[AnnotationTemplateHash], empty.(*appsv1.Deployment).Annotations[AnnotationTemplateHash]
+	if got[AnnotationSpecWriteTime] != specWritten.Format(time.RFC3339) || got[AnnotationTemplateHash] != onePass || got[AnnotationTemplateHash] == emptyHash {
 		t.Errorf("cached annotations %v, want the spec write time %s and the real template's hash", got, specWritten.Format(time.RFC3339))
 	}
 	// The reason idempotence matters; if client-go stops transforming twice

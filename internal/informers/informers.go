@@ -56,7 +56,8 @@ type Wrapper func(resource string, lw cache.ListerWatcher) cache.ListerWatcher
 
 // Factory creates one shared informer per resource on first request. It is
 // safe for concurrent use. Resync is off: a resync replays the cache and
-// fetches nothing (FACTS.md), and the collectors compute from current state.
+// fetches nothing (client-go v0.37.2 shared_informer.go), and the collectors
+// compute from current state.
 type Factory struct {
 	client   kubernetes.Interface
 	wrap     Wrapper
@@ -185,7 +186,8 @@ type knownResource struct {
 
 // known maps each supported resource to its typed list and watch calls. The
 // typed clientset speaks protobuf (see Client), which decodes about three
-// times faster than JSON for pods (FACTS.md, kubernetes #138841).
+// times faster than JSON for pods (24.7k vs 7.9k pods/s at 10 KB per pod,
+// kubernetes #138841).
 func known(c kubernetes.Interface) map[Resource]knownResource {
 	return map[Resource]knownResource{
 		Pods: {&corev1.Pod{},

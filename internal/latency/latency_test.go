@@ -9,7 +9,9 @@ import (
 )
 
 func TestThresholdMatchesStoredLe(t *testing.T) {
-	// What Prometheus 3 stores for each bucket boundary (FACTS.md).
+	// What Prometheus 3 stores for each bucket boundary: its scrape parsers
+	// rewrite le with labels.FormatOpenMetricsFloat (prometheus module
+	// v0.316.0, model/textparse normalizeFloatsInLabelValues).
 	for b, want := range map[float64]string{0.1: "0.1", 0.25: "0.25", 1: "1.0", 2.5: "2.5", 300: "300.0", 3600: "3600.0"} {
 		if got := Threshold(b); got != want {
 			t.Errorf("Threshold(%v) = %q, want %q", b, got, want)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -34,9 +35,13 @@ type Exporter struct {
 	up     *prometheus.GaugeVec
 	synced *prometheus.GaugeVec
 
+	// reviewBackoff paces the retries of a failed access review.
+	reviewBackoff wait.Backoff
+
 	mu        sync.Mutex
 	state     map[string]collectorState
-	reachErr  error // last error reaching the API server, until it answered
+	reviewErr map[string]error // last failed access review of a pending collector
+	reachErr  error            // last error reaching the API server, until it answered
 	serverVer string
 	ready     bool // latched: readiness does not drop during later relists
 }
@@ -44,7 +49,7 @@ type Exporter struct {
 type collectorState int
 
 const (
-	statePending   collectorState = iota // not started yet
+	statePending   collectorState = iota // permissions not known yet: not started
 	stateForbidden                       // RBAC forbids a resource: disabled
 	stateFailed                          // failed to start
 	stateRunning                         // started, informers syncing or synced
@@ -61,9 +66,14 @@ func New(client kubernetes.Interface, apiServer string, factory *informers.Facto
 		logger:     logger,
 		apiServer:  apiServer,
 		state:      map[string]collectorState{},
+		reviewErr:  map[string]error{},
+		// A failed review is asked again after 0.5 s, doubling to at most
+		// 30 s between attempts, for as long as the process runs: an error
+		// is never taken as an answer (see permissions).
+		reviewBackoff: wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second},
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kube_convergence_collector_up",
-			Help: "1 if the collector is running; 0 if it is disabled because RBAC forbids listing or watching one of its resources, or because it failed to start. Disabled collectors are not listed.",
+			Help: "1 if the collector is running; 0 while its access reviews are unanswered (retried with backoff; the exporter is not ready meanwhile), or if it is disabled because RBAC forbids listing or watching one of its resources, or because it failed to start. /readyz names the state of each collector.",
 		}, []string{"collector"}),
 		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kube_convergence_informer_synced",
@@ -95,22 +105,35 @@ func New(client kubernetes.Interface, apiServer string, factory *informers.Facto
 
 // Run connects to the API server (retrying until ctx ends), starts every
 // permitted collector and the informers, and keeps the sync gauges current
-// until ctx is done.
+// until ctx is done. Each collector starts on its own as soon as its access
+// reviews are answered, so a review that keeps failing for one collector
+// does not hold back the others.
 func (e *Exporter) Run(ctx context.Context) error {
 	if err := e.waitForAPIServer(ctx); err != nil {
 		return err
 	}
+	var started sync.WaitGroup
 	for _, c := range e.collectors {
-		e.startCollector(ctx, c)
+		started.Add(1)
+		go func() {
+			defer started.Done()
+			e.startCollector(ctx, c)
+			e.factory.Start(ctx)
+		}()
 	}
-	e.factory.Start(ctx)
-	e.logger.Info("collectors started", "collectors", e.summary())
+	go func() {
+		started.Wait()
+		if ctx.Err() == nil {
+			e.logger.Info("collectors started", "collectors", e.summary())
+		}
+	}()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		e.refreshSync()
 		select {
 		case <-ctx.Done():
+			started.Wait()
 			return nil
 		case <-tick.C:
 		}
@@ -146,11 +169,9 @@ func (e *Exporter) waitForAPIServer(ctx context.Context) error {
 }
 
 func (e *Exporter) startCollector(ctx context.Context, c collectors.Collector) {
-	denied, err := e.forbidden(ctx, c.Resources())
+	denied, err := e.permissions(ctx, c)
 	if err != nil {
-		e.setState(c.Name(), stateFailed)
-		e.logger.Error("collector disabled: cannot check its permissions", "collector", c.Name(), "err", err)
-		return
+		return // ctx ended while a review was unanswered
 	}
 	if len(denied) > 0 {
 		e.setState(c.Name(), stateForbidden)
@@ -166,26 +187,73 @@ func (e *Exporter) startCollector(ctx context.Context, c collectors.Collector) {
 	e.up.WithLabelValues(c.Name()).Set(1)
 }
 
-// forbidden returns the "verb resource" pairs that RBAC denies, asked with
-// SelfSubjectAccessReviews (every authenticated user may create them).
-func (e *Exporter) forbidden(ctx context.Context, rs []informers.Resource) ([]string, error) {
+// permissions returns the "verb resource" pairs of c that RBAC denies, asked
+// with SelfSubjectAccessReviews (every authenticated user may create them:
+// the system:basic-user ClusterRole). Only an answer decides: a review that
+// fails (API server restarting, timeout, 429, 5xx, a webhook authorizer
+// down) is retried with capped backoff while the collector stays pending,
+// which keeps /readyz at 503 and says why there. Before, one failed review
+// disabled the collector for the life of the process and /readyz turned 200.
+// The error is only returned when ctx ends.
+func (e *Exporter) permissions(ctx context.Context, c collectors.Collector) ([]string, error) {
 	var denied []string
-	for _, r := range rs {
+	for _, r := range c.Resources() {
 		for _, verb := range []string{"list", "watch"} {
-			review, err := e.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: verb, Group: r.Group, Version: r.Version, Resource: r.Resource,
-				}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("access review for %s %s: %w", verb, r, err)
-			}
-			if !review.Status.Allowed {
-				denied = append(denied, verb+" "+r.String())
+			backoff := e.reviewBackoff
+			for attempt := 1; ; attempt++ {
+				status, err := e.review(ctx, verb, r)
+				if err == nil {
+					if !status.Allowed {
+						d := verb + " " + r.String()
+						if status.EvaluationError != "" {
+							d += " (evaluation error: " + status.EvaluationError + ")"
+						}
+						denied = append(denied, d)
+					}
+					break
+				}
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("access review for %s %s: %w", verb, r, ctx.Err())
+				}
+				next := backoff.Step()
+				err = fmt.Errorf("access review for %s %s failed (attempt %d, next in %v): %w", verb, r, attempt, next.Round(time.Millisecond), err)
+				e.setReviewErr(c.Name(), err)
+				e.logger.Warn("cannot check the collector's permissions yet, retrying", "collector", c.Name(), "err", err)
+				t := time.NewTimer(next)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil, fmt.Errorf("access review for %s %s: %w", verb, r, ctx.Err())
+				case <-t.C:
+				}
 			}
 		}
 	}
+	e.setReviewErr(c.Name(), nil)
 	return denied, nil
+}
+
+// review asks the API server whether the exporter may verb r.
+func (e *Exporter) review(ctx context.Context, verb string, r informers.Resource) (authorizationv1.SubjectAccessReviewStatus, error) {
+	review, err := e.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: verb, Group: r.Group, Version: r.Version, Resource: r.Resource,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return authorizationv1.SubjectAccessReviewStatus{}, err
+	}
+	return review.Status, nil
+}
+
+func (e *Exporter) setReviewErr(name string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		delete(e.reviewErr, name)
+		return
+	}
+	e.reviewErr[name] = err
 }
 
 func (e *Exporter) setState(name string, s collectorState) {
@@ -245,7 +313,11 @@ func (e *Exporter) Readiness() (bool, string) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(&b, "collector %s: %s\n", n, stateText(e.state[n]))
+		fmt.Fprintf(&b, "collector %s: %s", n, stateText(e.state[n]))
+		if err := e.reviewErr[n]; err != nil && e.state[n] == statePending {
+			fmt.Fprintf(&b, " (%v)", err)
+		}
+		b.WriteString("\n")
 	}
 	return e.ready, b.String()
 }
@@ -271,7 +343,7 @@ func stateText(s collectorState) string {
 	case stateSynced:
 		return "synced"
 	default:
-		return "pending"
+		return "pending: checking permissions"
 	}
 }
 
@@ -284,3 +356,29 @@ func boolToFloat(b bool) float64 {
 
 // ErrNoCollectors is returned when the configuration disables every collector.
 var ErrNoCollectors = errors.New("every collector is disabled")
+
+// wedgeDetector reports an informer event handler that has not finished, or
+// an event that has not been handled, for longer than timeout
+// (informers.Factory).
+type wedgeDetector interface {
+	Wedged(now time.Time, timeout time.Duration) (collector string, stuck time.Duration, wedged bool)
+}
+
+// liveness is the /healthz answer: false only when the process is wedged,
+// never because the cluster is quiet (no events: nothing is queued) or the
+// API server is unreachable (the reflectors retry; /readyz says so). A
+// restart cannot fix either of those, and restarting an exporter whose
+// API server is down only loses its in-flight episodes.
+func liveness(d wedgeDetector, now time.Time, timeout time.Duration) (bool, string) {
+	collector, stuck, wedged := d.Wedged(now, timeout)
+	if !wedged {
+		return true, "ok\n"
+	}
+	return false, fmt.Sprintf("wedged: collector %s has left an informer event unhandled for %v (over --web.liveness-timeout=%v)\n",
+		collector, stuck.Round(time.Second), timeout)
+}
+
+// Liveness answers /healthz at now (see liveness).
+func (e *Exporter) Liveness(now time.Time, timeout time.Duration) (bool, string) {
+	return liveness(e.factory, now, timeout)
+}

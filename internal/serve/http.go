@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -52,12 +54,60 @@ type HandlerOptions struct {
 	TelemetryPath string
 	Gatherer      prometheus.Gatherer
 	Registerer    prometheus.Registerer // for promhttp's own scrape metrics
-	Readiness     func() (bool, string)
-	Logger        *slog.Logger
+	// Liveness answers /healthz: false only when the process is wedged.
+	Liveness func() (bool, string)
+	// Readiness answers /readyz.
+	Readiness func() (bool, string)
+	Logger    *slog.Logger
+}
+
+// Paths of the probes, on the main listener and on the probe listener.
+const (
+	HealthzPath = "/healthz"
+	ReadyzPath  = "/readyz"
+)
+
+// ValidateTelemetryPath checks --web.telemetry-path. http.ServeMux panics
+// on an empty pattern, on one without a leading "/" and on a second
+// registration of /healthz or /readyz, so a bad value must be caught before
+// Handler: the process would otherwise exit with a goroutine dump.
+func ValidateTelemetryPath(p string) error {
+	const want = "want an absolute path such as /metrics"
+	switch {
+	case p == "":
+		return fmt.Errorf("empty; %s", want)
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%q is not absolute; %s", p, want)
+	case p == "/":
+		return fmt.Errorf(`"/" is the landing page; %s`, want)
+	case p == HealthzPath || p == ReadyzPath:
+		return fmt.Errorf("%q is the %s probe; %s", p, probeName(p), want)
+	case strings.IndexFunc(p, func(r rune) bool { return !pathChar(r) }) >= 0:
+		// ServeMux reads "{...}" as a wildcard, a space as a method
+		// separator and "%" as an escape; none belongs in a scrape path.
+		return fmt.Errorf("%q may only contain letters, digits and / - . _ ~", p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("%q is not a clean path (no trailing /, //, . or ..); %s", p, want)
+	}
+	return nil
+}
+
+func pathChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/-._~", r)
+}
+
+func probeName(p string) string {
+	if p == HealthzPath {
+		return "liveness"
+	}
+	return "readiness"
 }
 
 // Handler serves the landing page, the metrics, /healthz and /readyz.
 func Handler(o HandlerOptions) (http.Handler, error) {
+	if err := ValidateTelemetryPath(o.TelemetryPath); err != nil {
+		return nil, fmt.Errorf("telemetry path: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(o.TelemetryPath, promhttp.InstrumentMetricHandler(o.Registerer, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelError),
@@ -67,32 +117,48 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 		Registry:          o.Registerer,
 		EnableOpenMetrics: true, // exemplars are only exposed in OpenMetrics and protobuf
 	})))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+	addProbes(mux, o)
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "kube-convergence-exporter",
+		Description: "Convergence and health SLOs of Kubernetes controllers: how long a spec write takes to become a converged workload serving traffic, stage by stage, and the health of the watch machinery under it.",
+		Version:     version.Info(),
+		Links: []web.LandingLinks{
+			{Address: o.TelemetryPath, Text: "Metrics"},
+			{Address: HealthzPath, Text: "Liveness (fails only when informer events stay unhandled)"},
+			{Address: ReadyzPath, Text: "Readiness (informers synced, collectors disabled by RBAC)"},
+		},
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, body := o.Readiness()
+	if err != nil {
+		return nil, fmt.Errorf("landing page: %w", err)
+	}
+	mux.Handle("/", landing)
+	return mux, nil
+}
+
+// ProbeHandler serves only /healthz and /readyz, for --web.probe-address:
+// the kubelet's HTTP probes can neither present client certificates nor
+// basic-auth credentials, so when --web.config.file protects the main
+// listener the probes need a listener of their own. Everything else is 404,
+// so the probe port exposes no metrics.
+func ProbeHandler(o HandlerOptions) http.Handler {
+	mux := http.NewServeMux()
+	addProbes(mux, o)
+	return mux
+}
+
+func addProbes(mux *http.ServeMux, o HandlerOptions) {
+	mux.HandleFunc(HealthzPath, probe(o.Liveness))
+	mux.HandleFunc(ReadyzPath, probe(o.Readiness))
+}
+
+func probe(check func() (bool, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		ok, body := check()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprint(w, body)
-	})
-	if o.TelemetryPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "kube-convergence-exporter",
-			Description: "Convergence and health SLOs of Kubernetes controllers: how long a spec write takes to become a converged workload serving traffic, stage by stage, and the health of the watch machinery under it.",
-			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: o.TelemetryPath, Text: "Metrics"},
-				{Address: "/healthz", Text: "Health (alive)"},
-				{Address: "/readyz", Text: "Readiness (informers synced, collectors disabled by RBAC)"},
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("landing page: %w", err)
-		}
-		mux.Handle("/", landing)
 	}
-	return mux, nil
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
+)
+
+// validate checks the serve flags that kingpin's types cannot: it runs
+// right after parsing, so a bad value exits 2 like an unknown flag, before
+// anything connects or listens.
+func (f *serveFlags) validate() error {
+	var errs []error
+	if err := serve.ValidateTelemetryPath(f.telemetryPath); err != nil {
+		errs = append(errs, fmt.Errorf("--web.telemetry-path: %w", err))
+	}
+	if f.stallThreshold <= 0 {
+		errs = append(errs, fmt.Errorf("--stall.threshold: must be a positive duration such as 5m, got %v (an unconverged object counts as stalled once it is older than this)", f.stallThreshold))
+	}
+	if f.livenessTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--web.liveness-timeout: must be a positive duration such as 5m, got %v", f.livenessTimeout))
+	}
+	if f.probeAddress != "" {
+		if err := f.validateProbeAddress(); err != nil {
+			errs = append(errs, fmt.Errorf("--web.probe-address: %w", err))
+		}
+	}
+	if f.shutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--web.shutdown-timeout: must not be negative, got %v", f.shutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// validateProbeAddress rejects a probe address that is not host:port or
+// that would share a port with the main listener (the second bind would
+// fail with "address already in use", or, with distinct hosts of one port,
+// the probes would be unreachable from the pod network).
+func (f *serveFlags) validateProbeAddress() error {
+	host, port, err := net.SplitHostPort(f.probeAddress)
+	if err != nil {
+		return fmt.Errorf("want host:port such as :10330, got %q: %w", f.probeAddress, err)
+	}
+	if port == "" {
+		return fmt.Errorf("want host:port such as :10330, got %q (no port)", f.probeAddress)
+	}
+	if f.web == nil || f.web.WebListenAddresses == nil {
+		return nil
+	}
+	for _, main := range *f.web.WebListenAddresses {
+		mh, mp, err := net.SplitHostPort(main)
+		if err != nil || mp != port || port == "0" {
+			continue
+		}
+		if mh == host || slices.Contains([]string{"", "0.0.0.0", "::"}, mh) || slices.Contains([]string{"", "0.0.0.0", "::"}, host) {
+			return fmt.Errorf("%q uses the port of --web.listen-address=%s; the probes need a port of their own", f.probeAddress, main)
+		}
+	}
+	return nil
+}
+
+// usageTemplate is kingpin's default template plus the flags of the default
+// command (serve) in the top-level help: `kube-convergence-exporter --help`
+// is how people look for flags, and serve runs without naming it.
+var usageTemplate = kingpin.DefaultUsageTemplate +
+	"{{if not .Context.SelectedCommand}}{{range .App.Commands}}{{if .Default}}" +
+	"Flags of {{.FullCommand}} (the default command: also accepted without naming it):\n" +
+	"{{.Flags|FlagsToTwoColumns|FormatTwoColumns}}\n" +
+	"{{end}}{{end}}{{end}}"

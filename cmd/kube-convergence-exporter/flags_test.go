@@ -1,0 +1,101 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// The serve flags are in the top-level help: serve is the default command,
+// and kingpin's default template lists only the application's own flags.
+func TestTopLevelHelpListsServeFlags(t *testing.T) {
+	code, out, errs := runCLI(t, "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{
+		"Flags of serve (the default command: also accepted without naming it):",
+		"--web.listen-address=:10329", "--web.config.file", "--web.telemetry-path=\"/metrics\"",
+		"--web.probe-address=\"\"", "--web.liveness-timeout=5m0s", "--stall.threshold=5m0s", "--config.file",
+		"--kubeconfig", "--log.level=info",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q:\n%s", want, out)
+		}
+	}
+	// The subcommand help is kingpin's own, without the section twice.
+	_, out, _ = runCLI(t, "help", "slo", "generate")
+	if strings.Contains(out, "Flags of serve") {
+		t.Errorf("help slo generate lists the serve flags:\n%s", out)
+	}
+}
+
+// Bad serve flags exit 2 with one line per flag, before anything connects
+// or listens (no --kubeconfig is needed to see the error).
+func TestServeFlagValidation(t *testing.T) {
+	const p = "kube-convergence-exporter: "
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"telemetry path is the liveness probe", []string{"--web.telemetry-path=/healthz"},
+			p + `--web.telemetry-path: "/healthz" is the liveness probe; want an absolute path such as /metrics (see --help)`},
+		{"telemetry path is the readiness probe", []string{"serve", "--web.telemetry-path=/readyz"},
+			p + `--web.telemetry-path: "/readyz" is the readiness probe; want an absolute path such as /metrics (see --help)`},
+		{"telemetry path not absolute", []string{"--web.telemetry-path=metrics"},
+			p + `--web.telemetry-path: "metrics" is not absolute; want an absolute path such as /metrics (see --help)`},
+		{"telemetry path empty", []string{"--web.telemetry-path="},
+			p + `--web.telemetry-path: empty; want an absolute path such as /metrics (see --help)`},
+		{"telemetry path is the landing page", []string{"--web.telemetry-path=/"},
+			p + `--web.telemetry-path: "/" is the landing page; want an absolute path such as /metrics (see --help)`},
+		{"telemetry path with a wildcard", []string{"--web.telemetry-path=/m/{x}"},
+			p + `--web.telemetry-path: "/m/{x}" may only contain letters, digits and / - . _ ~ (see --help)`},
+		{"telemetry path with a method", []string{"--web.telemetry-path=/GET /metrics"},
+			p + `--web.telemetry-path: "/GET /metrics" may only contain letters, digits and / - . _ ~ (see --help)`},
+		{"telemetry path with a trailing slash", []string{"--web.telemetry-path=/metrics/"},
+			p + `--web.telemetry-path: "/metrics/" is not a clean path (no trailing /, //, . or ..); want an absolute path such as /metrics (see --help)`},
+		{"zero stall threshold", []string{"--stall.threshold=0s"},
+			p + `--stall.threshold: must be a positive duration such as 5m, got 0s (an unconverged object counts as stalled once it is older than this) (see --help)`},
+		{"negative stall threshold", []string{"--stall.threshold=-1m"},
+			p + `--stall.threshold: must be a positive duration such as 5m, got -1m0s (an unconverged object counts as stalled once it is older than this) (see --help)`},
+		{"zero liveness timeout", []string{"--web.liveness-timeout=0s"},
+			p + `--web.liveness-timeout: must be a positive duration such as 5m, got 0s (see --help)`},
+		{"probe address without port", []string{"--web.probe-address=localhost"},
+			p + `--web.probe-address: want host:port such as :10330, got "localhost": address localhost: missing port in address (see --help)`},
+		{"probe address on the main port", []string{"--web.listen-address=127.0.0.1:9999", "--web.probe-address=:9999"},
+			p + `--web.probe-address: ":9999" uses the port of --web.listen-address=127.0.0.1:9999; the probes need a port of their own (see --help)`},
+		{"negative shutdown timeout", []string{"--web.shutdown-timeout=-1s"},
+			p + `--web.shutdown-timeout: must not be negative, got -1s (see --help)`},
+		{"two bad flags, two lines", []string{"--web.telemetry-path=metrics", "--stall.threshold=0s"},
+			p + `--web.telemetry-path: "metrics" is not absolute; want an absolute path such as /metrics` + "\n" +
+				p + `--stall.threshold: must be a positive duration such as 5m, got 0s (an unconverged object counts as stalled once it is older than this) (see --help)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, tc.args...)
+			if code != 2 || strings.TrimSuffix(errs, "\n") != tc.want || out != "" {
+				t.Errorf("exit %d\nstderr: %s\n  want: %s\nstdout: %q", code, errs, tc.want, out)
+			}
+		})
+	}
+}
+
+// Accepted values: different hosts of one port are still one port.
+func TestServeFlagsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		telemetry, listen, probe string
+	}{
+		{"/metrics", ":10329", ""},
+		{"/-/metrics", ":10329", ":10330"},
+		{"/probe/v1.0/metrics_x~", "127.0.0.1:10329", "127.0.0.2:10330"},
+		{"/metrics", "127.0.0.1:0", "127.0.0.1:0"}, // port 0: the kernel picks two ports
+	} {
+		listen := []string{tc.listen}
+		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1}
+		f.web = &web.FlagConfig{WebListenAddresses: &listen}
+		if err := f.validate(); err != nil {
+			t.Errorf("%+v: %v", tc, err)
+		}
+	}
+}

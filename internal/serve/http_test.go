@@ -1,0 +1,170 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+func handlerOptions(path string, alive, ready bool) HandlerOptions {
+	reg := prometheus.NewRegistry()
+	return HandlerOptions{
+		TelemetryPath: path,
+		Gatherer:      reg,
+		Registerer:    reg,
+		Liveness: func() (bool, string) {
+			return alive, map[bool]string{true: "ok\n", false: "wedged: collector pods\n"}[alive]
+		},
+		Readiness: func() (bool, string) { return ready, map[bool]string{true: "ready\n", false: "not ready\n"}[ready] },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// Handler returns an error, not a ServeMux panic, for every path that
+// ValidateTelemetryPath rejects; the accepted ones serve metrics.
+func TestHandlerTelemetryPath(t *testing.T) {
+	for _, bad := range []string{"", "metrics", "/", "/healthz", "/readyz", "/metrics/", "//metrics", "/a/../metrics", "/m/{x}", "GET /metrics", "/%41"} {
+		if _, err := Handler(handlerOptions(bad, true, true)); err == nil {
+			t.Errorf("Handler(%q): no error", bad)
+		}
+	}
+	for _, good := range []string{"/metrics", "/-/metrics", "/healthz2", "/readyz/metrics", "/v1.0/metrics_x~"} {
+		h, err := Handler(handlerOptions(good, true, true))
+		if err != nil {
+			t.Errorf("Handler(%q): %v", good, err)
+			continue
+		}
+		srv := httptest.NewServer(h)
+		if code, _ := get(t, srv.URL+good); code != http.StatusOK {
+			t.Errorf("GET %s = %d", good, code)
+		}
+		if code, _ := get(t, srv.URL+"/healthz"); code != http.StatusOK {
+			t.Errorf("telemetry %s: GET /healthz = %d", good, code)
+		}
+		srv.Close()
+	}
+}
+
+// The probe listener serves the two probes and nothing else; both answer
+// 503 with the reason when they fail.
+func TestProbeHandler(t *testing.T) {
+	srv := httptest.NewServer(ProbeHandler(handlerOptions("/metrics", true, true)))
+	defer srv.Close()
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 404, "/": 404, "/healthz/x": 404} {
+		if code, _ := get(t, srv.URL+path); code != want {
+			t.Errorf("GET %s = %d, want %d", path, code, want)
+		}
+	}
+	failing := httptest.NewServer(ProbeHandler(handlerOptions("/metrics", false, false)))
+	defer failing.Close()
+	if code, body := get(t, failing.URL+"/healthz"); code != 503 || body != "wedged: collector pods\n" {
+		t.Errorf("wedged /healthz = %d %q", code, body)
+	}
+	if code, body := get(t, failing.URL+"/readyz"); code != 503 || body != "not ready\n" {
+		t.Errorf("not ready /readyz = %d %q", code, body)
+	}
+}
+
+// What the README's scrape section says about created timestamps: the
+// handler writes no _created lines in OpenMetrics text, and protobuf scrapes
+// carry each counter's and histogram's created timestamp, which Prometheus'
+// created-timestamp-zero-ingestion turns into a 0 sample.
+func TestCreatedTimestampsOnlyInProtobuf(t *testing.T) {
+	o := handlerOptions("/metrics", true, true)
+	reg := prometheus.NewRegistry()
+	o.Gatherer = reg
+	born := time.Now()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "kce_test_total", Help: "h"})
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kce_test_seconds", Help: "h"})
+	reg.MustRegister(c, h)
+	c.Inc()
+	h.Observe(1)
+	handler, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+
+	scrape := func(accept string) (*http.Response, []byte) {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+
+	resp, om := scrape("application/openmetrics-text;version=1.0.0")
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("OpenMetrics not negotiated: %s", resp.Header.Get("Content-Type"))
+	}
+	if strings.Contains(string(om), "_created") {
+		t.Errorf("OpenMetrics text has _created lines:\n%s", om)
+	}
+
+	resp, pb := scrape(`application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`)
+	dec := expfmt.NewDecoder(bytes.NewReader(pb), expfmt.ResponseFormat(resp.Header))
+	created := map[string]time.Time{}
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter().GetCreatedTimestamp() != nil:
+				created[mf.GetName()] = m.GetCounter().GetCreatedTimestamp().AsTime()
+			case m.GetHistogram().GetCreatedTimestamp() != nil:
+				created[mf.GetName()] = m.GetHistogram().GetCreatedTimestamp().AsTime()
+			}
+		}
+	}
+	for _, name := range []string{"kce_test_total", "kce_test_seconds"} {
+		ts, ok := created[name]
+		if !ok || ts.Before(born.Add(-time.Second)) || ts.After(time.Now()) {
+			t.Errorf("%s: created timestamp %v (found %v), want about %v", name, ts, ok, born)
+		}
+	}
+}
