@@ -121,7 +121,7 @@ func TestTruthPodsGapInventsNothing(t *testing.T) {
 	}
 
 	// Live again: a fourth pod is timed, and counted once.
-	scale(ctx, t, direct, ns, "gap", replicas+1)
+	scaleTo(ctx, t, direct, ns, "gap", replicas+1)
 	podSeconds(t, e, "kube_convergence_pod_startup_seconds", 2, map[string]string{"namespace": ns, "stage": "ready"})
 	if v, _ := value(e.scrape(), "kube_convergence_pods_recovered_total", map[string]string{"namespace": ns}); v-before.recovered != replicas+1 {
 		t.Errorf("pods_recovered_total +%v after a live pod, want still +%d", v-before.recovered, replicas+1)
@@ -306,7 +306,7 @@ func readyAndPublished(ctx context.Context, t *testing.T, c kubernetes.Interface
 	return ready, published
 }
 
-func scale(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string, replicas int32) {
+func scaleTo(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string, replicas int32) {
 	t.Helper()
 	sc, err := c.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
 	if err != nil {
