@@ -100,3 +100,19 @@ func TestPublicationReceivedBeforeATickThatCrossedIsClamped(t *testing.T) {
 		{at: "0.9s", slice: slice("web-1", "web", "", "p1"), want: []string{"propagated web/p1 1.1s"}},
 	})
 }
+
+// A Service created during a gap selects a Ready pod: the pod is re-observed
+// with the Service's list mark, so the new pair is not due (when the Service
+// began selecting is unknown), whether its slice comes listed or live. A
+// Service created live afterwards is timed.
+func TestServiceCreatedDuringAGapIsNotTimed(t *testing.T) {
+	runEndpoints(t, newEndpointTracker(), []epStep{
+		{at: "0s", pod: served("p1", "ready", "a"), want: []string{"due a/p1"}},
+		{at: "0.1s", slice: slice("a-1", "a", "", "p1"), want: []string{"propagated a/p1 100ms"}},
+		{at: "6s", pod: served("p1", "ready", "a", "b"), listed: true},
+		{at: "6.2s", slice: slice("b-1", "b", "", "p1")},
+		{at: "20s"},
+		{at: "30s", pod: served("p1", "ready", "a", "b", "c"), want: []string{"due c/p1"}},
+		{at: "30.05s", slice: slice("c-1", "c", "", "p1"), want: []string{"propagated c/p1 50ms"}},
+	})
+}
