@@ -40,8 +40,9 @@ type Collector struct {
 	now    func() time.Time
 	m      *metrics
 
-	mu sync.Mutex // guards tr; pod, service and slice handlers run concurrently
-	tr *tracker.EndpointTracker
+	mu      sync.Mutex // guards tr and created; pod, service and slice handlers run concurrently
+	tr      *tracker.EndpointTracker
+	created map[string]bool // namespace label values whose series exist at zero
 
 	pods, services, slices cache.SharedIndexInformer
 }
@@ -49,11 +50,12 @@ type Collector struct {
 // New returns the endpoints collector.
 func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collector {
 	return &Collector{
-		cfg:    cfg,
-		logger: logger.With("collector", Name),
-		now:    now,
-		m:      newMetrics(),
-		tr:     tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointBuckets}),
+		cfg:     cfg,
+		logger:  logger.With("collector", Name),
+		now:     now,
+		m:       newMetrics(),
+		tr:      tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointBuckets}),
+		created: map[string]bool{},
 	}
 }
 
@@ -62,7 +64,7 @@ func (c *Collector) Name() string { return Name }
 
 // Resources implements collectors.Collector.
 func (c *Collector) Resources() []informers.Resource {
-	return []informers.Resource{informers.Pods, informers.Services, informers.EndpointSlices}
+	return []informers.Resource{informers.Pods, informers.Services, informers.EndpointSlices, informers.Namespaces}
 }
 
 // Register implements collectors.Collector.
@@ -81,6 +83,9 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			return fmt.Errorf("endpoints: %w", err)
 		}
 		*x.inf = inf
+	}
+	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
+		return fmt.Errorf("endpoints: %w", err)
 	}
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.services.HasSynced, c.slices.HasSynced) {
@@ -126,28 +131,52 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
+// received is the receive time the list/watch layer stamped on obj (the
+// collector's clock when unstamped) and whether obj is not live: from the
+// informer's initial replay or a list cycle.
+func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
+	at, listed := informers.ReceivedOr(obj, c.now)
+	return at, initial || listed
+}
+
+// deleted unwraps a delete notification: the object, its receive time, and
+// whether the deletion was seen live (a tombstone was learned from a list
+// cycle, at an unknown time in a gap).
+func (c *Collector) deleted(obj any) (any, time.Time, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj, c.now(), false
+	}
+	at, listed := c.received(obj, false)
+	return obj, at, !listed
+}
+
 func (c *Collector) onPod(obj any, initial bool) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
+	at, notLive := c.received(p, initial)
+	c.observePod(p, at, notLive)
+}
+
+// observePod observes p at a receive time: its own, or that of the Service
+// change that made it selected or not.
+func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
 	rec := records.ServedPod(p, c.servicesSelecting(p))
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.ObservePod(rec, now, initial))
+	c.observe(c.tr.ObservePod(rec, at, notLive))
 }
 
 func (c *Collector) onPodDelete(obj any) {
-	obj = informers.Unwrap(obj)
+	obj, at, live := c.deleted(obj)
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.DeletePod(string(p.UID), now))
+	c.observe(c.tr.DeletePod(string(p.UID), at, live))
 }
 
 func (c *Collector) onSlice(obj any, initial bool) {
@@ -156,30 +185,39 @@ func (c *Collector) onSlice(obj any, initial bool) {
 		return
 	}
 	rec := records.Slice(s)
-	now := c.now()
+	at, notLive := c.received(s, initial)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.ObserveSlice(rec, now, initial))
+	c.observe(c.tr.ObserveSlice(rec, at, notLive))
 }
 
 func (c *Collector) onSliceDelete(obj any) {
-	obj = informers.Unwrap(obj)
+	obj, at, live := c.deleted(obj)
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return
 	}
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.DeleteSlice(string(s.UID), now))
+	c.observe(c.tr.DeleteSlice(string(s.UID), at, live))
 }
 
 // onService re-observes the pods a Service selected before or selects now
-// (old nil: created; cur nil: deleted): their set of Services changed without
-// a pod update. Status-only updates change neither selector nor
-// publishNotReadyAddresses and return at once.
+// (old nil: created; cur nil: deleted) at the Service event's receive time:
+// their set of Services changed without a pod update. Status-only updates
+// change neither selector, type nor publishNotReadyAddresses and return at
+// once. A Service created or changed during a gap (listed) starts no
+// propagation: when it began selecting is unknown.
 func (c *Collector) onService(oldObj, curObj any) {
-	oldObj = informers.Unwrap(oldObj)
+	var at time.Time
+	live := true
+	if curObj != nil {
+		var notLive bool
+		at, notLive = c.received(curObj, false)
+		live = !notLive
+	} else {
+		oldObj, at, live = c.deleted(oldObj)
+	}
 	old, _ := oldObj.(*corev1.Service)
 	cur, _ := curObj.(*corev1.Service)
 	if old == nil && cur == nil {
@@ -203,7 +241,7 @@ func (c *Collector) onService(oldObj, curObj any) {
 	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, cache.NamespaceIndex, ns) {
 		for _, sel := range sels {
 			if sel.Matches(labels.Set(p.Labels)) {
-				c.onPod(p, false)
+				c.observePod(p, at, !live)
 				break
 			}
 		}
@@ -211,7 +249,8 @@ func (c *Collector) onService(oldObj, curObj any) {
 }
 
 // servicesSelecting returns the names of the Services of p's namespace that
-// select it and publish it by readiness (records.PublishesByReadiness).
+// select it and publish it by readiness (records.PublishesByReadiness: not
+// ExternalName, not publishNotReadyAddresses).
 func (c *Collector) servicesSelecting(p *corev1.Pod) []string {
 	var out []string
 	for _, svc := range informers.ByIndex[*corev1.Service](c.services, cache.NamespaceIndex, p.Namespace) {
@@ -220,4 +259,15 @@ func (c *Collector) servicesSelecting(p *corev1.Pod) []string {
 		}
 	}
 	return out
+}
+
+// onNamespaceDeleted deletes the series of a deleted namespace; a namespace
+// folded into another label value keeps them (shared).
+func (c *Collector) onNamespaceDeleted(ns string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if label := c.cfg.NamespaceLabelValue(ns); label == ns {
+		c.m.deleteNamespace(label)
+		delete(c.created, label)
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 type clock struct {
@@ -52,6 +53,14 @@ func TestCollectorOverInformers(t *testing.T) {
 	f.Start(ctx)
 	mustCreateService(t, cs, "web", "web", false)
 	mustCreateService(t, cs, "all", "web", true) // publishNotReadyAddresses: not tracked
+	// Issue 11 item 6: an ExternalName Service with a selector is a DNS
+	// alias, skipped by the EndpointSlice controller: not tracked (else the
+	// pod's pair would stay pending, 2 pending below instead of 1).
+	alias := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "alias"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Selector: map[string]string{"app": "web"}}}
+	if _, err := cs.CoreV1().Services("ns").Create(ctx, alias, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// Handlers attach asynchronously once the caches synced, pods last: a
 	// probe pod tracked means they all run, so what follows is live.
 	mustCreateService(t, cs, "probe", "probe", false)
@@ -151,5 +160,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Issue 12 item 5 and issue 11 item 9: a pair that becomes due creates its
+// namespace's series at zero (14 thresholds, propagation and removal); the
+// namespace's deletion deletes them.
+func TestSeriesCreatedAtZeroAndDeletedWithTheNamespace(t *testing.T) {
+	c := New(config.Default(), slog.New(slog.DiscardHandler), time.Now)
+	c.observe([]tracker.EndpointEvent{{Type: tracker.EndpointPairDue, Namespace: "team-a", Service: "web", PodUID: "u1"}})
+	if n := testutil.CollectAndCount(c.m.exceeded); n != 14 {
+		t.Errorf("crossing series = %d, want 14 at zero", n)
+	}
+	if got := testutil.ToFloat64(c.m.exceeded.WithLabelValues("team-a", "5.0")); got != 0 {
+		t.Errorf("crossed 5.0 = %v", got)
+	}
+	if n := testutil.CollectAndCount(c.m.propagation) + testutil.CollectAndCount(c.m.removal); n != 2 {
+		t.Errorf("histograms = %d, want 2", n)
+	}
+	c.onNamespaceDeleted("team-a")
+	if n := testutil.CollectAndCount(c.m.exceeded) + testutil.CollectAndCount(c.m.propagation) + testutil.CollectAndCount(c.m.removal); n != 0 {
+		t.Errorf("series left after the namespace's deletion: %d", n)
 	}
 }

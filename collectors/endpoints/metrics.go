@@ -18,7 +18,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		propagation: prometheus.NewHistogramVec(latency.HistogramOpts(
 			"kube_convergence_endpoint_propagation_seconds",
-			"Time from a pod turning Ready (as received by the exporter), or from a Service starting to select a Ready pod, until the pod is a ready endpoint (conditions.ready true) in an EndpointSlice of that Service. Observed once per pod, Service and Ready transition, for Services with a selector and without publishNotReadyAddresses; 0 when the slice update arrived before the pod update. Ready pods never published are counted by kube_convergence_endpoint_propagation_threshold_exceeded_total.",
+			"Time from a pod turning Ready (as received by the exporter), or from a Service starting to select a Ready pod, until the pod is a ready endpoint (conditions.ready true) in an EndpointSlice of that Service. Observed once per pod, Service and Ready transition, for Services with a selector, not of type ExternalName and without publishNotReadyAddresses; 0 when the slice update arrived before the pod update. Transitions that happened during a watch gap (delivered by a list cycle) are not observed. Ready pods never published are counted by kube_convergence_endpoint_propagation_threshold_exceeded_total.",
 			latency.EndpointBuckets), []string{"namespace"}),
 		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kube_convergence_endpoint_propagation_threshold_exceeded_total",
@@ -44,6 +44,14 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	return nil
 }
 
+// deleteNamespace deletes every series of a namespace label value.
+func (m *metrics) deleteNamespace(ns string) {
+	l := prometheus.Labels{"namespace": ns}
+	m.propagation.DeletePartialMatch(l)
+	m.exceeded.DeletePartialMatch(l)
+	m.removal.DeletePartialMatch(l)
+}
+
 // observe turns tracker events into metric updates.
 func (c *Collector) observe(evs []tracker.EndpointEvent) {
 	for _, e := range evs {
@@ -57,6 +65,19 @@ func (c *Collector) observe(evs []tracker.EndpointEvent) {
 			latency.Observe(c.m.removal.WithLabelValues(ns), e.Duration.Seconds(), latency.Exemplar(e.PodUID, "", e.PodName))
 		case tracker.EndpointTriggerLag:
 			c.m.triggerLag.Observe(e.Duration.Seconds())
+		case tracker.EndpointPairDue:
+			// Create the namespace's series at zero (rate() cannot count a
+			// series that first appears with its first increment): the first
+			// pair stuck after a restart burns budget.
+			if c.created[ns] {
+				continue
+			}
+			c.created[ns] = true
+			c.m.propagation.WithLabelValues(ns)
+			c.m.removal.WithLabelValues(ns)
+			for _, b := range latency.EndpointBuckets {
+				c.m.exceeded.WithLabelValues(ns, latency.Threshold(b))
+			}
 		}
 	}
 }

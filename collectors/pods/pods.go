@@ -38,8 +38,9 @@ type Collector struct {
 
 	mu           sync.Mutex // guards tr and the maps below; pod and node handlers run concurrently
 	tr           *tracker.PodTracker
-	seenNS       map[string]bool // namespace label values seen, for zero-initialised reasons
-	droppedStall map[string]bool // pod UIDs counted in the dropped-series counter, while stalled
+	seenNS       map[string]bool    // namespace label values seen, for zero-initialised reasons
+	created      map[[2]string]bool // (namespace label, owner_kind) whose series exist at zero
+	droppedStall map[string]bool    // pod UIDs counted in the dropped-series counter, while stalled
 
 	pods, nodes cache.SharedIndexInformer
 }
@@ -57,6 +58,7 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 			StallAfter: cfg.StallThreshold("Pod", stall),
 		}),
 		seenNS:       map[string]bool{},
+		created:      map[[2]string]bool{},
 		droppedStall: map[string]bool{},
 	}
 }
@@ -64,10 +66,10 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 // Name implements collectors.Collector.
 func (c *Collector) Name() string { return Name }
 
-// Resources implements collectors.Collector: pods, and nodes for the
-// node_not_ready reason.
+// Resources implements collectors.Collector: pods, nodes for the
+// node_not_ready reason, namespaces to delete a deleted namespace's series.
 func (c *Collector) Resources() []informers.Resource {
-	return []informers.Resource{informers.Pods, informers.Nodes}
+	return []informers.Resource{informers.Pods, informers.Nodes, informers.Namespaces}
 }
 
 // Register implements collectors.Collector.
@@ -77,6 +79,9 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 	}
 	return reg.Register(scrape{c})
 }
+
+// indexNode indexes pods by spec.nodeName, for onNode.
+const indexNode = "pods-node"
 
 // Start implements collectors.Collector. Handlers are attached once pods and
 // nodes have synced, so the initial list is replayed as such (adding a
@@ -88,6 +93,17 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		return fmt.Errorf("pods: %w", err)
 	}
 	if c.nodes, err = f.Informer(informers.Nodes); err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	if err := c.pods.AddIndexers(cache.Indexers{indexNode: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return fmt.Errorf("pods: index by node: %w", err)
+	}
+	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("pods: %w", err)
 	}
 	go func() {
@@ -115,46 +131,68 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
+// received is the receive time the list/watch layer stamped on obj (the
+// collector's clock when unstamped) and whether obj is not live: from the
+// informer's initial replay or a list cycle.
+func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
+	at, listed := informers.ReceivedOr(obj, c.now)
+	return at, initial || listed
+}
+
 func (c *Collector) onPod(obj any, initial bool) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	rec := records.Pod(p, c.nodeReady)
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seenNS[c.cfg.NamespaceLabelValue(p.Namespace)] = true
-	c.observe(c.tr.Observe(rec, now, initial))
+	at, notLive := c.received(p, initial)
+	c.observePod(p, at, notLive)
 }
 
+func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
+	rec := records.Pod(p, c.nodeReady)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ns := c.cfg.NamespaceLabelValue(p.Namespace); !c.seenNS[ns] {
+		c.seenNS[ns] = true
+		c.m.recovered.WithLabelValues(ns) // at zero, so rate() sees its first increment
+	}
+	c.observe(c.tr.Observe(rec, at, notLive))
+}
+
+// onPodDelete: a tombstone means the deletion was missed and learned from a
+// list cycle: at an unknown time in a gap.
 func (c *Collector) onPodDelete(obj any) {
+	_, tombstone := obj.(cache.DeletedFinalStateUnknown)
 	obj = informers.Unwrap(obj)
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	now := c.now()
+	at, listed := c.received(p, false)
+	if tombstone {
+		at = c.now()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Delete(string(p.UID), now))
+	c.observe(c.tr.Delete(string(p.UID), at, !tombstone && !listed))
 }
 
 // onNode re-classifies the pods of a node whose readiness changed: their
-// node_not_ready reason changes without a pod update. It scans the pod cache
-// (no index by node): readiness transitions are rare, while the heartbeats
-// that make up most node updates (every 20-45 s per node with kwok, 10 s
-// with a kubelet) change nothing and return at once.
+// node_not_ready reason changes without a pod update. Heartbeats, which make
+// up most node updates (every 20-45 s per node with kwok, 10 s with a
+// kubelet), change nothing and return at once; a transition visits the
+// node's pods only, through the node index.
 func (c *Collector) onNode(oldObj, newObj any) {
 	o, ok1 := oldObj.(*corev1.Node)
 	n, ok2 := newObj.(*corev1.Node)
 	if !ok1 || !ok2 || records.NodeReady(o) == records.NodeReady(n) {
 		return
 	}
-	for _, obj := range c.pods.GetStore().List() {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName == n.Name {
-			c.onPod(p, false)
-		}
+	// Each pod is observed with its own receive time and list mark: only
+	// its reason changes, unless its own handler has not run yet for its
+	// newest copy, which is then timed as that handler would time it.
+	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, indexNode, n.Name) {
+		c.onPod(p, false)
 	}
 }
 
@@ -165,4 +203,24 @@ func (c *Collector) nodeReady(name string) bool {
 	}
 	n, ok := obj.(*corev1.Node)
 	return !ok || records.NodeReady(n)
+}
+
+// onNamespaceDeleted deletes the series of a deleted namespace, so that
+// cardinality follows the namespaces that exist. A namespace folded into
+// another label value (namespace label configuration) keeps its series:
+// other namespaces share them.
+func (c *Collector) onNamespaceDeleted(ns string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	label := c.cfg.NamespaceLabelValue(ns)
+	if label != ns {
+		return
+	}
+	c.m.deleteNamespace(label)
+	delete(c.seenNS, label)
+	for k := range c.created {
+		if k[0] == label {
+			delete(c.created, k)
+		}
+	}
 }

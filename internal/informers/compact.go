@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -189,6 +190,8 @@ func compactPod(p *corev1.Pod) {
 		Containers:     slim(p.Spec.Containers),
 		ReadinessGates: p.Spec.ReadinessGates,
 		SchedulerName:  p.Spec.SchedulerName,
+		// Gated or not is what is read (scheduling_gated, the startup clock): one gate, copied, whatever the pod carries.
+		SchedulingGates: slices.Clone(p.Spec.SchedulingGates[:min(1, len(p.Spec.SchedulingGates))]),
 	}
 	slimStatus := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 		out := make([]corev1.ContainerStatus, len(ss))

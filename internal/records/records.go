@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -111,18 +112,28 @@ func PodFacts(p *corev1.Pod, nodeReady func(name string) bool) tracker.PodFacts 
 	if p.Spec.NodeName != "" && nodeReady != nil && !nodeReady(p.Spec.NodeName) {
 		f.NodeNotReady = true
 	}
+	f.SchedulingGated = len(p.Spec.SchedulingGates) > 0
+	f.ContainersReady = conditionTrue(p, corev1.ContainersReady)
+	for _, g := range p.Spec.ReadinessGates {
+		if !conditionTrue(p, g.ConditionType) {
+			f.ReadinessGatePending = true
+			break
+		}
+	}
 	return f
 }
 
-// PodReady reports the pod's Ready condition.
-func PodReady(p *corev1.Pod) bool {
+func conditionTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
+		if c.Type == t {
 			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
 }
+
+// PodReady reports the pod's Ready condition.
+func PodReady(p *corev1.Pod) bool { return conditionTrue(p, corev1.PodReady) }
 
 func containerStates(ss []corev1.ContainerStatus) []tracker.ContainerState {
 	out := make([]tracker.ContainerState, len(ss))
@@ -158,19 +169,50 @@ var podStages = map[corev1.PodConditionType]tracker.PodStage{
 	corev1.PodReady:                  tracker.PodStageReady,
 }
 
-// OwnerKindNone is the owner_kind of a pod without a controller.
-const OwnerKindNone = "none"
+// owner_kind values beyond the controller kinds.
+const (
+	// OwnerKindNone is the owner_kind of a pod without a controller.
+	OwnerKindNone = "none"
+	// OwnerKindOther is the owner_kind of a pod whose controller is not one
+	// of ownerKinds: any tenant can write any kind into an ownerReference
+	// (and operators' own kinds are many), so the label is clamped to keep
+	// its cardinality fixed.
+	OwnerKindOther = "other"
+)
+
+// ownerKinds are the controllers of pods that the API server itself serves,
+// by API group and kind: the owner_kind values besides none and other.
+var ownerKinds = map[[2]string]bool{
+	{"apps", "ReplicaSet"}: true, {"apps", "StatefulSet"}: true, {"apps", "DaemonSet"}: true,
+	{"batch", "Job"}: true, {"", "ReplicationController"}: true,
+	{"", "Node"}: true, // static (mirror) pods are owned by their Node
+}
+
+// OwnerKinds lists every owner_kind value, for documentation and tests.
+var OwnerKinds = []string{"ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController", "Node", OwnerKindNone, OwnerKindOther}
+
+// OwnerKind is the owner_kind label of a pod: its controller's kind when the
+// API server serves it in the expected group, none without a controller,
+// other otherwise (a CRD's kind, or a kind a tenant invented).
+func OwnerKind(p *corev1.Pod) string {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil {
+		return OwnerKindNone
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || !ownerKinds[[2]string{gv.Group, ref.Kind}] {
+		return OwnerKindOther
+	}
+	return ref.Kind
+}
 
 // Pod returns the record of p for the pod startup tracker. nodeReady is as
 // for PodFacts.
 func Pod(p *corev1.Pod, nodeReady func(name string) bool) tracker.Pod {
 	r := tracker.Pod{
-		PodRef:  tracker.PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, OwnerKind: OwnerKindNone},
+		PodRef:  tracker.PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, OwnerKind: OwnerKind(p)},
 		Created: p.CreationTimestamp.Time,
 		Facts:   PodFacts(p, nodeReady),
-	}
-	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
-		r.OwnerKind = ref.Kind
 	}
 	for _, c := range p.Status.Conditions {
 		if s, ok := podStages[c.Type]; ok {
@@ -187,12 +229,36 @@ func ServedPod(p *corev1.Pod, services []string) tracker.ServedPod {
 		Ready: PodReady(p), Terminating: p.DeletionTimestamp != nil, Services: services}
 }
 
+// PublishesSelectedPods reports whether the EndpointSlice controller
+// publishes the pods svc selects: it has a selector (without one, endpoints
+// are managed by hand) and is not of type ExternalName (a DNS alias: the
+// controller skips it and publishes nothing, even with a selector;
+// kubernetes pkg/controller/endpointslice/endpointslice_controller.go,
+// syncService). Used by the endpoints collector and the rollout view alike.
+func PublishesSelectedPods(svc *corev1.Service) bool {
+	return len(svc.Spec.Selector) > 0 && svc.Spec.Type != corev1.ServiceTypeExternalName
+}
+
 // PublishesByReadiness reports whether the EndpointSlice controller
-// publishes svc's pods according to their readiness: it has a selector
-// (without one, endpoints are managed by hand) and publishNotReadyAddresses
-// is off (with it, pods are ready endpoints whether Ready or not).
+// publishes svc's pods according to their readiness: PublishesSelectedPods
+// and publishNotReadyAddresses off (with it, pods are ready endpoints
+// whether Ready or not, so there is no Ready-to-endpoint delay to measure).
 func PublishesByReadiness(svc *corev1.Service) bool {
-	return len(svc.Spec.Selector) > 0 && !svc.Spec.PublishNotReadyAddresses
+	return PublishesSelectedPods(svc) && !svc.Spec.PublishNotReadyAddresses
+}
+
+// ReadyEndpoint reports whether an endpoint of an EndpointSlice is a ready
+// endpoint, the one definition used by the endpoints collector and the
+// rollout view: conditions.ready true (the API reads nil as true) and not
+// terminating. The controller sets ready=false on terminating endpoints,
+// except for Services with publishNotReadyAddresses, where a terminating
+// pod stays ready=true until it is deleted; excluding it there too keeps
+// "published" meaning "traffic is meant to go to it".
+func ReadyEndpoint(e *discoveryv1.Endpoint) bool {
+	if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
+		return false
+	}
+	return e.Conditions.Ready == nil || *e.Conditions.Ready
 }
 
 // AnnotationTriggerTime is set by the EndpointSlice controller: the
@@ -204,18 +270,9 @@ const AnnotationTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
 // endpoints in it, and its trigger time.
 func Slice(s *discoveryv1.EndpointSlice) tracker.Slice {
 	r := tracker.Slice{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name, Service: s.Labels[discoveryv1.LabelServiceName]}
-	for _, e := range s.Endpoints {
-		if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
-			continue
-		}
-		// The API reads a nil ready condition as true; a terminating
-		// endpoint is not ready (the controller sets ready=false for it
-		// unless publishNotReadyAddresses, whose Services are not tracked).
-		ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-		if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
-			ready = false
-		}
-		if ready {
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" && ReadyEndpoint(e) {
 			r.Ready = append(r.Ready, string(e.TargetRef.UID))
 		}
 	}

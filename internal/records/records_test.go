@@ -1,6 +1,7 @@
 package records
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func TestPodRecord(t *testing.T) {
 	yes := true
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: "u1", CreationTimestamp: metav1.NewTime(created),
-			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-abc", Controller: &yes}}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", Controller: &yes}}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(created)},
 			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(created.Add(time.Second))},
@@ -81,9 +82,112 @@ func TestPublishesByReadiness(t *testing.T) {
 		{corev1.ServiceSpec{Selector: map[string]string{"app": "web"}}, true},
 		{corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, PublishNotReadyAddresses: true}, false},
 		{corev1.ServiceSpec{}, false}, // endpoints managed by hand
+		// Issue 11 item 6: a DNS alias, skipped by the EndpointSlice controller even with a selector.
+		{corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Selector: map[string]string{"app": "web"}}, false},
+		{corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"}}, true},
 	} {
 		if got := PublishesByReadiness(&corev1.Service{Spec: tc.spec}); got != tc.want {
 			t.Errorf("%+v: %v, want %v", tc.spec, got, tc.want)
 		}
+	}
+}
+
+func TestPublishesSelectedPods(t *testing.T) {
+	sel := map[string]string{"app": "web"}
+	for _, tc := range []struct {
+		spec corev1.ServiceSpec
+		want bool
+	}{
+		{corev1.ServiceSpec{Selector: sel}, true},
+		{corev1.ServiceSpec{Selector: sel, PublishNotReadyAddresses: true}, true}, // published, whether Ready or not
+		{corev1.ServiceSpec{Selector: sel, Type: corev1.ServiceTypeExternalName}, false},
+		{corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}, false},
+	} {
+		if got := PublishesSelectedPods(&corev1.Service{Spec: tc.spec}); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.spec, got, tc.want)
+		}
+	}
+}
+
+func TestReadyEndpoint(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		name               string
+		ready, terminating *bool
+		want               bool
+	}{
+		{"ready", &yes, &no, true},
+		{"nil ready reads as true", nil, nil, true},
+		{"not ready", &no, nil, false},
+		// publishNotReadyAddresses: the controller keeps terminating pods ready=true.
+		{"terminating, ready", &yes, &yes, false},
+		{"terminating, nil ready", nil, &yes, false},
+	} {
+		e := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: tc.ready, Terminating: tc.terminating}}
+		if got := ReadyEndpoint(&e); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Issue 11 item 9: owner_kind is one of eight values, whatever a tenant
+// writes into an ownerReference.
+func TestOwnerKindClamped(t *testing.T) {
+	yes := true
+	for _, tc := range []struct{ apiVersion, kind, want string }{
+		{"apps/v1", "ReplicaSet", "ReplicaSet"},
+		{"apps/v1", "StatefulSet", "StatefulSet"},
+		{"apps/v1", "DaemonSet", "DaemonSet"},
+		{"batch/v1", "Job", "Job"},
+		{"v1", "ReplicationController", "ReplicationController"},
+		{"v1", "Node", "Node"},
+		{"argoproj.io/v1alpha1", "Rollout", "other"},
+		{"example.com/v1", "ReplicaSet", "other"}, // a CRD borrowing a built-in name
+		{"v1", "Totally-Invented-Kind-4f2a", "other"},
+		{"not/a/version", "Job", "other"},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: tc.apiVersion, Kind: tc.kind, Name: "x", Controller: &yes}}}}
+		if got := OwnerKind(p); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.apiVersion, tc.kind, got, tc.want)
+		}
+	}
+	if got := OwnerKind(&corev1.Pod{}); got != "none" {
+		t.Errorf("no owner: %q", got)
+	}
+}
+
+// Issue 11 item 7: gates in the record. Hundreds of scheduling gates are one
+// fact; a readiness gate not True with containers ready is readiness_gate.
+func TestGateFacts(t *testing.T) {
+	gates := make([]corev1.PodSchedulingGate, 300)
+	for i := range gates {
+		gates[i].Name = fmt.Sprintf("example.com/queue-%d", i)
+	}
+	gated := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gates},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}}}}
+	if f := PodFacts(gated, nil); !f.SchedulingGated || tracker.NotReadyReason(f) != tracker.PodSchedulingGated {
+		t.Errorf("gated: %+v, reason %q", f, tracker.NotReadyReason(f))
+	}
+	lb := &corev1.Pod{
+		Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "target-health.elbv2.k8s.aws/web"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+				{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+			}}}
+	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessGate {
+		t.Errorf("gate condition absent: %+v, reason %q", f, tracker.NotReadyReason(f))
+	}
+	lb.Status.Conditions = append(lb.Status.Conditions, corev1.PodCondition{Type: "target-health.elbv2.k8s.aws/web", Status: corev1.ConditionFalse})
+	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessGate {
+		t.Errorf("gate condition False: reason %q", tracker.NotReadyReason(f))
+	}
+	lb.Status.Conditions[1].Status = corev1.ConditionFalse
+	lb.Status.Conditions[0].Status = corev1.ConditionFalse // containers not ready: the probe, not the gate
+	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessFailing {
+		t.Errorf("containers not ready: reason %q", tracker.NotReadyReason(f))
 	}
 }

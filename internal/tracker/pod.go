@@ -5,17 +5,19 @@ import "sort"
 // Pod not-ready reasons: why a non-terminating Pending or Running pod is not
 // Ready, most specific first.
 const (
+	PodSchedulingGated  = "scheduling_gated"  // spec.schedulingGates not empty: waiting for an admission queue (Kueue and friends)
 	PodUnschedulable    = "unschedulable"     // PodScheduled=False, reason Unschedulable
 	PodImagePull        = "image_pull"        // a container waits in ErrImagePull / ImagePullBackOff / InvalidImageName
 	PodCrashLoop        = "crash_loop"        // a container waits in CrashLoopBackOff or keeps terminating with errors
 	PodInitFailing      = "init_failing"      // an init container failed or crash-loops
+	PodReadinessGate    = "readiness_gate"    // containers ready, a readiness gate's condition not True (a load balancer not programmed yet)
 	PodReadinessFailing = "readiness_failing" // containers run, but readiness does not pass
 	PodNodeNotReady     = "node_not_ready"    // the pod's node is not Ready (kubelet unreachable)
 	PodOther            = "other"             // starting, or a reason not classified
 )
 
 // PodReasons lists every not-ready reason, for zero-initialised gauges.
-var PodReasons = []string{PodUnschedulable, PodImagePull, PodCrashLoop, PodInitFailing, PodReadinessFailing, PodNodeNotReady, PodOther}
+var PodReasons = []string{PodSchedulingGated, PodUnschedulable, PodImagePull, PodCrashLoop, PodInitFailing, PodReadinessGate, PodReadinessFailing, PodNodeNotReady, PodOther}
 
 // ContainerState is the compact state of one container.
 type ContainerState struct {
@@ -37,6 +39,15 @@ type PodFacts struct {
 	Containers    []ContainerState
 	// NodeNotReady: the pod is bound to a node whose Ready condition is not True.
 	NodeNotReady bool
+	// SchedulingGated: spec.schedulingGates is not empty. The scheduler
+	// does not consider the pod until the last gate is removed; gates can
+	// only be removed after creation, never added.
+	SchedulingGated bool
+	// ContainersReady: the ContainersReady condition is True.
+	ContainersReady bool
+	// ReadinessGatePending: a condition named by spec.readinessGates is not
+	// True (absent counts as not True, as for the kubelet).
+	ReadinessGatePending bool
 }
 
 // NotReadyReason classifies a pod that is not Ready. It returns "" for pods
@@ -47,6 +58,8 @@ func NotReadyReason(p PodFacts) string {
 		return ""
 	}
 	switch {
+	case p.SchedulingGated:
+		return PodSchedulingGated
 	case p.Unschedulable:
 		return PodUnschedulable
 	case p.NodeNotReady:
@@ -69,6 +82,11 @@ func NotReadyReason(p PodFacts) string {
 			return PodCrashLoop
 		}
 		allRunning = allRunning && c.Running
+	}
+	if p.ContainersReady && p.ReadinessGatePending {
+		// The kubelet sets Ready = ContainersReady and every readiness
+		// gate True: the gate is what is missing.
+		return PodReadinessGate
 	}
 	if allRunning && p.Phase == "Running" {
 		return PodReadinessFailing

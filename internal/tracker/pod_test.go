@@ -20,6 +20,12 @@ func TestNotReadyReason(t *testing.T) {
 		{"crash loop", PodFacts{Phase: "Running", Containers: []ContainerState{running, {WaitingReason: "CrashLoopBackOff", RestartCount: 4}}}, PodCrashLoop},
 		{"readiness failing", PodFacts{Phase: "Running", Containers: []ContainerState{running, running}}, PodReadinessFailing},
 		{"starting", PodFacts{Phase: "Pending", Containers: []ContainerState{{WaitingReason: "ContainerCreating"}}}, PodOther},
+		// Issue 11 item 7: queued behind an admission gate, not starting.
+		{"scheduling gated", PodFacts{Phase: "Pending", SchedulingGated: true}, PodSchedulingGated},
+		// Containers ready, Ready False: the kubelet's Ready is
+		// ContainersReady and every readiness gate True.
+		{"readiness gate", PodFacts{Phase: "Running", ContainersReady: true, ReadinessGatePending: true, Containers: []ContainerState{running}}, PodReadinessGate},
+		{"containers not ready, gate pending", PodFacts{Phase: "Running", ReadinessGatePending: true, Containers: []ContainerState{running}}, PodReadinessFailing},
 	} {
 		if got := NotReadyReason(tc.p); got != tc.want {
 			t.Errorf("%s: NotReadyReason = %q, want %q", tc.name, got, tc.want)

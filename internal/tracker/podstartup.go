@@ -125,12 +125,15 @@ type PodStartupConfig struct {
 	// StallAfter is the not-ready age after which a pod is reported as
 	// stalled. Zero: 5 minutes.
 	StallAfter time.Duration
-	// LateAfter: a pod first seen more than this after its API-side
-	// creation time was created while the exporter was not watching (it was
-	// down, or its watch was cut and it relisted), so its creation receive
-	// time is unknown and its startup is not observed. 10 s, as for
-	// rollouts: the 1 s truncation of creationTimestamp, watch delivery
-	// (p99 10 ms on the sandbox, FACTS.md) and a few seconds of clock skew.
+	// LateAfter: a pod first seen by a watch event more than this after its
+	// creationTimestamp is not timed (recovered), as if a list had delivered
+	// it. The list mark covers relists; this covers a watch resumed after a
+	// cut without a relist, whose backlog of events arrives as watch events
+	// (the API server's watch cache keeps minutes of history, so a cut of
+	// tens of seconds resumes without 410). creationTimestamp, unlike the
+	// managedFields times the rollout tracker no longer reads, is on every
+	// pod and set by the API server's clock. 10 s: its 1 s truncation, watch
+	// delivery (p99 10 ms on the sandbox) and a few seconds of clock skew.
 	// Zero: 10 s.
 	LateAfter time.Duration
 }
@@ -141,11 +144,21 @@ type PodEventType int
 // Pod event types.
 const (
 	// PodStageReached: the pod's Stage condition turned True, Duration after
-	// its creation, Interval after the previous stage (From).
+	// its start (creation, or removal of its last scheduling gate),
+	// Interval after the previous stage (From).
 	PodStageReached PodEventType = iota
-	// PodThresholdCrossed: the pod's age passed Thresholds[Threshold] before
-	// Stage was reached.
+	// PodThresholdCrossed: the pod's startup age passed
+	// Thresholds[Threshold] before Stage was reached.
 	PodThresholdCrossed
+	// PodStartupOpened: a startup is timed from now on; sinks create the
+	// pod's (namespace, owner_kind) series at zero so that its first
+	// crossing is seen by rate().
+	PodStartupOpened
+	// PodRecovered: a pod whose startup is not timed because its start was
+	// not received live: first delivered by a list cycle (initial list or
+	// relist), first seen more than LateAfter after its creation, or its
+	// last scheduling gate removed during a watch gap. Once per pod.
+	PodRecovered
 )
 
 // PodEvent is an observation of the pod tracker.
@@ -153,9 +166,10 @@ type PodEvent struct {
 	Type     PodEventType
 	Pod      PodRef
 	Stage    PodStage
-	Duration time.Duration // PodStageReached: from creation
+	Duration time.Duration // PodStageReached: from the start
 	// From is PodCreated or the stage reached before Stage, in the order the
-	// conditions really turned True; Interval is the time since it.
+	// conditions really turned True; Interval is the time since it. From is
+	// "" when the stage before was reached during a watch gap: no interval.
 	From      string
 	Interval  time.Duration
 	Threshold int // PodThresholdCrossed: index into PodStartupConfig.Thresholds
@@ -175,27 +189,42 @@ type PodStall struct {
 // for every pod, whether and why it is not ready. It is not safe for
 // concurrent use.
 //
-// Timing. The start is the receive time of the pod's creation, and a stage is
-// timed at the receive time of the update in which its condition is first
-// True: watch delivery on the sandbox is 3-10 ms, while lastTransitionTime
-// has one-second precision and the node's clock. When several conditions
-// turn True in one update (kwok's pod-ready sets ContainersReady and Ready
-// together; a relist can merge more), they are ordered by lastTransitionTime,
-// ties by PodStages order, and all are timed at that receive time: their
-// intervals are 0, never negative.
+// Timing. The start is the receive time of the pod's creation, or, for a pod
+// created with spec.schedulingGates (waiting for an admission queue such as
+// Kueue), of the update that removed its last gate: a gated pod is not
+// starting, it is queued. A stage is timed at the receive time of the update
+// in which its condition is first True: watch delivery on the sandbox is
+// 3-10 ms, while lastTransitionTime has one-second precision and the node's
+// clock. When several conditions turn True in one update (kwok's pod-ready
+// sets ContainersReady and Ready together; a relist can merge more), they
+// are ordered by lastTransitionTime, ties by PodStages order, and all are
+// timed at that receive time: their intervals are 0, never negative.
 //
-// Restarts. Pods of the initial list and pods first seen more than LateAfter
-// after their creation are not observed: their creation receive time is
-// unknown, and the status does not tell a pod still starting from one that
-// was Ready for days and then lost readiness, so recovering them the way
-// rollouts are recovered could invent startups of days. Their not-ready spell is timed from the Ready condition's
-// lastTransitionTime (API side) for the stalled gauge. Pods created and
-// started while the exporter was down are invisible; the threshold crossings
-// a pod still starting at a restart would have after it are lost (at most
-// the pods starting at that moment).
+// Gaps and restarts ("listed" below: delivered by a list cycle, the initial
+// list or a relist). A pod first seen listed is not timed and is reported
+// once as PodRecovered: its creation receive time is unknown, and the status
+// does not tell a pod still starting from one that was Ready for days and
+// then lost readiness, so recovering it from API timestamps could invent
+// startups of days. A gated pod first seen listed is timed normally if its
+// gate removal arrives live. A stage whose condition turned True in a listed
+// update happened in a gap: it is not observed (neither good nor bad), and
+// the interval after it is not either; the stages still ahead keep being
+// timed from the known start. A startup that ends in a listed update
+// (terminating, finished) flushes no crossings. Crossings already counted by
+// Tick while the watch was cut stand: the exporter could not know better.
+//
+// Receive times out of order. Receive times are stamped when the watch
+// decoder hands an event over, and Tick runs on the collector's clock, so an
+// event can be handled after a Tick whose now is later than its receive
+// time. A stage whose threshold T was already counted as crossed is then
+// timed at that crossing, not at its receive time, so it lands above T: a
+// pod counts once per threshold, good in the le=T bucket or bad as a
+// crossing, never both. The shift is at most the handler's lag.
 type PodTracker struct {
 	cfg  PodStartupConfig
+	thr  []time.Duration
 	pods map[string]*podEntry
+	due  dueIndex[*podEntry] // starting pods by next crossing deadline
 }
 
 type podEntry struct {
@@ -203,18 +232,22 @@ type podEntry struct {
 	reason string   // NotReadyReason of the last record, "" when none applies
 	stage  PodStage // the next stage not reached, per the last record
 	// notReadySince starts the current not-ready spell (a receive time, or
-	// API side for pods first seen late); zero while Ready or not counted.
+	// API side for pods first seen listed); zero while Ready, gated, or not
+	// counted.
 	notReadySince time.Time
-	ep            *podStartup // open while a live pod is starting
+	gated         bool        // scheduling gates present: the startup has not begun
+	ep            *podStartup // open while a pod is starting
+	item          dueItem[*podEntry]
 }
 
 type podStartup struct {
-	start   time.Time
-	reached [numPodStages]bool
-	present [numPodStages]bool // conditions in the last record's status
-	last    string             // the last stage reached, PodCreated before any
-	lastAt  time.Time
-	next    [numPodStages]int // per stage: index of the next threshold not crossed yet
+	start     time.Time
+	reached   [numPodStages]bool
+	present   [numPodStages]bool // conditions in the last record's status
+	last      string             // the last stage reached, PodCreated before any
+	lastAt    time.Time          // when last was reached; zero when in a gap
+	next      [numPodStages]int  // per stage: index of the next threshold not crossed yet
+	crossedAt time.Time          // the latest time a crossing was counted
 }
 
 // NewPodTracker returns a tracker.
@@ -225,47 +258,69 @@ func NewPodTracker(cfg PodStartupConfig) *PodTracker {
 	if cfg.StallAfter == 0 {
 		cfg.StallAfter = 5 * time.Minute
 	}
-	return &PodTracker{cfg: cfg, pods: map[string]*podEntry{}}
+	return &PodTracker{cfg: cfg, thr: durations(cfg.Thresholds), pods: map[string]*podEntry{}}
 }
 
-// Observe takes the current record of a pod, received at now. initial is
-// true for pods of the informer's initial list. Observing the same record
-// again (a node's readiness changed) only refreshes the not-ready reason.
-func (t *PodTracker) Observe(p Pod, now time.Time, initial bool) []PodEvent {
+// Observe takes the current record of a pod, received at now. listed is
+// true for records delivered by a list cycle (the initial list or a relist).
+// Observing the same record again (a node's readiness changed) only
+// refreshes the not-ready reason.
+func (t *PodTracker) Observe(p Pod, now time.Time, listed bool) []PodEvent {
+	var evs []PodEvent
 	e := t.pods[p.UID]
 	first := e == nil
+	reason := NotReadyReason(p.Facts)
 	if first {
 		e = &podEntry{}
+		e.item = newDueItem(p.UID, e)
 		t.pods[p.UID] = e
-		if !initial && now.Sub(p.Created) <= t.cfg.LateAfter && NotReadyReason(p.Facts) != "" {
-			e.ep = &podStartup{start: now, last: PodCreated, lastAt: now}
-		}
 	}
 	e.ref = p.PodRef
-	e.reason = NotReadyReason(p.Facts)
+	gated := p.Facts.SchedulingGated
+	switch {
+	case first && gated:
+		// Queued: its startup begins at the gate removal, which can still
+		// come live even if the pod itself came with a list.
+	case first && (listed || now.Sub(p.Created) > t.cfg.LateAfter):
+		evs = append(evs, PodEvent{Type: PodRecovered, Pod: e.ref})
+	case first || (e.gated && !gated):
+		switch {
+		case listed && !first:
+			evs = append(evs, PodEvent{Type: PodRecovered, Pod: e.ref}) // ungated during a gap
+		case reason != "":
+			e.ep = &podStartup{start: now, last: PodCreated, lastAt: now}
+			evs = append(evs, PodEvent{Type: PodStartupOpened, Pod: e.ref})
+		}
+	}
+	e.gated = gated
+	e.reason = reason
 	e.stage = p.nextStage()
 	switch {
-	case e.reason == "":
+	case reason == "" || gated:
 		e.notReadySince = time.Time{}
 	case e.notReadySince.IsZero() && first && e.ep == nil:
 		e.notReadySince = p.notReadySince()
 	case e.notReadySince.IsZero():
 		e.notReadySince = now
 	}
-	if e.ep == nil {
-		return nil
+	if e.ep != nil {
+		evs = t.advance(evs, e, &p, now, listed)
 	}
-	return t.advance(nil, e, &p, now)
+	t.schedule(e)
+	return evs
 }
 
 // Delete forgets a deleted pod; a startup still open flushes its crossings.
-func (t *PodTracker) Delete(uid string, now time.Time) []PodEvent {
+// live is false when the deletion was learned from a list cycle (a delete
+// tombstone): it happened at an unknown time in a gap, nothing is flushed.
+func (t *PodTracker) Delete(uid string, now time.Time, live bool) []PodEvent {
 	e := t.pods[uid]
 	if e == nil {
 		return nil
 	}
 	delete(t.pods, uid)
-	if e.ep == nil {
+	t.due.set(&e.item, time.Time{})
+	if e.ep == nil || !live {
 		return nil
 	}
 	return t.cross(nil, e, now)
@@ -273,20 +328,35 @@ func (t *PodTracker) Delete(uid string, now time.Time) []PodEvent {
 
 // Tick reports the thresholds that starting pods crossed by now. Crossings
 // are also flushed before every stage observation and when a pod goes away,
-// so how often Tick runs changes when they are counted, never whether.
+// so how often Tick runs changes when they are counted, never whether. It
+// visits only the pods with a crossing due: with nothing due it is one
+// comparison and allocates nothing.
 func (t *PodTracker) Tick(now time.Time) []PodEvent {
 	var evs []PodEvent
-	uids := make([]string, 0, len(t.pods))
-	for uid, e := range t.pods {
-		if e.ep != nil {
-			uids = append(uids, uid)
+	for {
+		e, ok := t.due.next(now)
+		if !ok {
+			return evs
+		}
+		evs = t.cross(evs, e, now)
+		t.schedule(e)
+	}
+}
+
+// schedule puts a pod in the deadline index at its next crossing, or takes
+// it out when it has none (not starting, or every threshold crossed).
+func (t *PodTracker) schedule(e *podEntry) {
+	var at time.Time
+	if ep := e.ep; ep != nil {
+		for i := range PodStages {
+			if ep.expected(i) && ep.next[i] < len(t.thr) {
+				if d := ep.start.Add(t.thr[ep.next[i]]); at.IsZero() || d.Before(at) {
+					at = d
+				}
+			}
 		}
 	}
-	sort.Strings(uids)
-	for _, uid := range uids {
-		evs = t.cross(evs, t.pods[uid], now)
-	}
-	return evs
+	t.due.set(&e.item, at)
 }
 
 // NotReady counts the pods not ready, by namespace and reason.
@@ -305,7 +375,8 @@ func (t *PodTracker) NotReady() map[string]map[string]int {
 }
 
 // Stalled returns the pods not ready for longer than the stall threshold,
-// longest first.
+// longest first. Gated pods are waiting for admission, not stalled: their
+// spell starts when the last gate is removed.
 func (t *PodTracker) Stalled(now time.Time) []PodStall {
 	var out []PodStall
 	for _, e := range t.pods {
@@ -331,29 +402,50 @@ func (t *PodTracker) Starting(uid string) bool {
 	return e != nil && e.ep != nil
 }
 
+// Tracked returns the number of pods the tracker holds.
+func (t *PodTracker) Tracked() int { return len(t.pods) }
+
 // advance observes the stages whose conditions turned True, closes the
 // startup when the pod is Ready, and when it stops starting without being
-// Ready (terminating, finished) after flushing its crossings.
-func (t *PodTracker) advance(evs []PodEvent, e *podEntry, p *Pod, now time.Time) []PodEvent {
+// Ready (terminating, finished) after flushing its crossings. listed: the
+// record came from a list cycle, so its changes happened in a gap.
+func (t *PodTracker) advance(evs []PodEvent, e *podEntry, p *Pod, now time.Time, listed bool) []PodEvent {
 	ep := e.ep
 	present, isTrue, ltt := p.present()
 	ep.present = present
-	var newly []int
+	var newly [numPodStages]int
+	n := 0
 	for i := range PodStages {
 		if isTrue[i] && !ep.reached[i] {
-			newly = append(newly, i)
+			newly[n] = i
+			n++
 		}
 	}
-	sort.SliceStable(newly, func(a, b int) bool { return ltt[newly[a]].Before(ltt[newly[b]]) })
-	for _, i := range newly {
+	sort.SliceStable(newly[:n], func(a, b int) bool { return ltt[newly[a]].Before(ltt[newly[b]]) })
+	for _, i := range newly[:n] {
+		ep.reached[i] = true
+		if listed {
+			// Reached at an unknown time during a gap: not observed, and
+			// the interval after it is unknown too.
+			ep.last, ep.lastAt = string(PodStages[i]), time.Time{}
+			continue
+		}
 		// Crossings first: a stage reached at d > T crossed T before, even
 		// if no Tick ran in between; every pod then counts once per
 		// threshold (good in the le=T bucket, or bad as a crossing).
 		evs = t.crossStage(evs, e, i, now)
-		evs = append(evs, PodEvent{Type: PodStageReached, Pod: e.ref, Stage: PodStages[i],
-			Duration: now.Sub(ep.start), From: ep.last, Interval: max(0, now.Sub(ep.lastAt))})
-		ep.reached[i] = true
-		ep.last, ep.lastAt = string(PodStages[i]), now
+		at := now
+		if k := ep.next[i]; k > 0 && now.Sub(ep.start) <= t.thr[k-1] {
+			at = ep.crossedAt // received before a Tick that counted T crossed: see PodTracker
+		}
+		ev := PodEvent{Type: PodStageReached, Pod: e.ref, Stage: PodStages[i], Duration: at.Sub(ep.start), From: ep.last}
+		if ep.lastAt.IsZero() {
+			ev.From = ""
+		} else {
+			ev.Interval = max(0, at.Sub(ep.lastAt))
+		}
+		evs = append(evs, ev)
+		ep.last, ep.lastAt = string(PodStages[i]), at
 	}
 	switch {
 	case ep.reached[podStageIndex(PodStageReady)]:
@@ -361,8 +453,11 @@ func (t *PodTracker) advance(evs []PodEvent, e *podEntry, p *Pod, now time.Time)
 		e.ep = nil
 	case e.reason == "":
 		// Terminating, or finished without ever being Ready (a Job pod):
-		// it is gone for the startup SLI; the time it spent counts.
-		evs = t.cross(evs, e, now)
+		// it is gone for the startup SLI; the time it spent counts, up to
+		// a change seen live.
+		if !listed {
+			evs = t.cross(evs, e, now)
+		}
 		e.ep = nil
 	}
 	return evs
@@ -404,10 +499,11 @@ func (t *PodTracker) cross(evs []PodEvent, e *podEntry, now time.Time) []PodEven
 
 func (t *PodTracker) crossStage(evs []PodEvent, e *podEntry, i int, now time.Time) []PodEvent {
 	ep := e.ep
-	age := now.Sub(ep.start).Seconds()
-	for ep.next[i] < len(t.cfg.Thresholds) && age > t.cfg.Thresholds[ep.next[i]] {
+	age := now.Sub(ep.start)
+	for ep.next[i] < len(t.thr) && age > t.thr[ep.next[i]] {
 		evs = append(evs, PodEvent{Type: PodThresholdCrossed, Pod: e.ref, Stage: PodStages[i], Threshold: ep.next[i]})
 		ep.next[i]++
+		ep.crossedAt = now
 	}
 	return evs
 }

@@ -22,11 +22,17 @@ func newPodTracker() *PodTracker {
 func formatPod(evs []PodEvent) []string {
 	out := make([]string, 0, len(evs))
 	for _, e := range evs {
-		switch e.Type {
-		case PodStageReached:
+		switch {
+		case e.Type == PodStageReached && e.From == "":
+			out = append(out, fmt.Sprintf("reached %s %v, no interval", e.Stage, e.Duration))
+		case e.Type == PodStageReached:
 			out = append(out, fmt.Sprintf("reached %s %v from %s +%v", e.Stage, e.Duration, e.From, e.Interval))
-		case PodThresholdCrossed:
+		case e.Type == PodThresholdCrossed:
 			out = append(out, fmt.Sprintf("crossed %s >%g", e.Stage, podThresholds[e.Threshold]))
+		case e.Type == PodStartupOpened:
+			out = append(out, "opened")
+		case e.Type == PodRecovered:
+			out = append(out, "recovered")
 		}
 	}
 	return out
@@ -63,11 +69,11 @@ func startingPod(conds ...string) Pod {
 func withFacts(p Pod, f func(*PodFacts)) Pod { f(&p.Facts); return p }
 
 type podStep struct {
-	at      string
-	pod     *Pod // observe this record (nil: tick, or delete)
-	initial bool
-	del     bool
-	want    []string
+	at     string
+	pod    *Pod // observe this record (nil: tick, or delete)
+	listed bool // delivered by a list cycle (an Observe), or a delete tombstone (a Delete)
+	del    bool
+	want   []string
 }
 
 func runPod(t *testing.T, tr *PodTracker, steps []podStep) {
@@ -77,11 +83,11 @@ func runPod(t *testing.T, tr *PodTracker, steps []podStep) {
 		var evs []PodEvent
 		switch {
 		case s.del:
-			evs = tr.Delete("p1", now)
+			evs = tr.Delete("p1", now, !s.listed)
 		case s.pod == nil:
 			evs = tr.Tick(now)
 		default:
-			evs = tr.Observe(*s.pod, now, s.initial)
+			evs = tr.Observe(*s.pod, now, s.listed)
 		}
 		if got, want := strings.Join(formatPod(evs), "; "), strings.Join(s.want, "; "); got != want {
 			t.Errorf("step %d at +%s:\n got: %s\nwant: %s", i, s.at, got, want)
@@ -96,7 +102,7 @@ func pp(p Pod) *Pod { return &p }
 // at 3.05 s. ready_to_start_containers is never reported: never counted.
 func TestPodStartupStagesKwokGeneral(t *testing.T) {
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "50ms", pod: pp(startingPod("scheduled@0s")), want: []string{"reached scheduled 50ms from created +50ms"}},
 		{at: "1.05s", pod: pp(startingPod("scheduled@0s", "initialized@1s", "-containers_ready@1s", "-ready@1s")), want: []string{
 			"crossed initialized >1", "reached initialized 1.05s from scheduled +1s"}},
@@ -111,7 +117,7 @@ func TestPodStartupStagesKwokGeneral(t *testing.T) {
 // before its stage, so each threshold counts once per stage either way.
 func TestPodCrossingsFlushedBeforeAStageWithoutTick(t *testing.T) {
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "6s", pod: pp(startingPod("scheduled@0s", "initialized@1s", "containers_ready@5s", "ready@5s")), want: []string{
 			"crossed scheduled >1", "crossed scheduled >2", "crossed scheduled >5", "reached scheduled 6s from created +6s",
 			"crossed initialized >1", "crossed initialized >2", "crossed initialized >5", "reached initialized 6s from scheduled +0s",
@@ -127,7 +133,7 @@ func TestPodCrossingsFlushedBeforeAStageWithoutTick(t *testing.T) {
 // time, so their intervals are 0.
 func TestPodConditionsInOneUpdateOrderedByLastTransitionTime(t *testing.T) {
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "900ms", pod: pp(startingPod("scheduled@0s", "ready_to_start_containers@0s", "-initialized@0s")), want: []string{
 			"reached scheduled 900ms from created +900ms", "reached ready_to_start_containers 900ms from scheduled +0s"}},
 		{at: "1.5s", pod: pp(startingPod("scheduled@0s", "ready_to_start_containers@2s", "initialized@1s", "-ready@1s")), want: []string{
@@ -136,7 +142,7 @@ func TestPodConditionsInOneUpdateOrderedByLastTransitionTime(t *testing.T) {
 	// Initialized earlier than PodReadyToStartContainers by lastTransitionTime,
 	// both new in one update: initialized comes first.
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "800ms", pod: pp(startingPod("scheduled@0s", "ready_to_start_containers@2s", "initialized@1s")), want: []string{
 			"reached scheduled 800ms from created +800ms",
 			"reached initialized 800ms from scheduled +0s",
@@ -144,7 +150,7 @@ func TestPodConditionsInOneUpdateOrderedByLastTransitionTime(t *testing.T) {
 	})
 	// Same second: ties go to PodStages order.
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "700ms", pod: pp(startingPod("ready@0s", "containers_ready@0s", "initialized@0s", "scheduled@0s")), want: []string{
 			"reached scheduled 700ms from created +700ms", "reached initialized 700ms from scheduled +0s",
 			"reached containers_ready 700ms from initialized +0s", "reached ready 700ms from containers_ready +0s"}},
@@ -156,7 +162,7 @@ func TestPodConditionsInOneUpdateOrderedByLastTransitionTime(t *testing.T) {
 // like any stage.
 func TestReadyToStartContainersCountsOnlyWhenReported(t *testing.T) {
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod("scheduled@0s")), want: []string{"reached scheduled 0s from created +0s"}},
+		{at: "0s", pod: pp(startingPod("scheduled@0s")), want: []string{"opened", "reached scheduled 0s from created +0s"}},
 		{at: "1.5s", want: []string{"crossed initialized >1", "crossed containers_ready >1", "crossed ready >1"}},
 		{at: "1.6s", pod: pp(startingPod("scheduled@0s", "-ready_to_start_containers@1s", "-initialized@1s"))},
 		// Now reported: its 1 s crossing comes at the next tick, once.
@@ -170,7 +176,7 @@ func TestReadyToStartContainersCountsOnlyWhenReported(t *testing.T) {
 // once a later stage is reached without it, it no longer counts.
 func TestMissingScheduledIsSkippedOnceALaterStageIsReached(t *testing.T) {
 	runPod(t, newPodTracker(), []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "500ms", pod: pp(startingPod("initialized@0s", "-ready@0s")), want: []string{"reached initialized 500ms from created +500ms"}},
 		{at: "1.5s", want: []string{"crossed containers_ready >1", "crossed ready >1"}},
 		{at: "2s", pod: pp(startingPod("initialized@0s", "containers_ready@2s", "ready@2s")), want: []string{
@@ -185,7 +191,7 @@ func TestUnschedulablePodCountsWhileStuck(t *testing.T) {
 	stuck := withFacts(startingPod("-scheduled@0s"), func(f *PodFacts) { f.Unschedulable = true; f.Containers = nil })
 	tr := newPodTracker()
 	runPod(t, tr, []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "10ms", pod: &stuck},
 		{at: "1.5s", want: []string{"crossed scheduled >1", "crossed initialized >1", "crossed containers_ready >1", "crossed ready >1"}},
 	})
@@ -215,7 +221,7 @@ func TestTerminatingDuringStartupFlushesAndStops(t *testing.T) {
 	tr := newPodTracker()
 	terminating := withFacts(startingPod("scheduled@0s"), func(f *PodFacts) { f.Terminating = true })
 	runPod(t, tr, []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "1.2s", pod: &terminating, want: []string{"crossed scheduled >1", "reached scheduled 1.2s from created +1.2s",
 			"crossed initialized >1", "crossed containers_ready >1", "crossed ready >1"}},
 		{at: "3s"},
@@ -232,7 +238,7 @@ func TestFinishedPodIsNotNotReady(t *testing.T) {
 	done := withFacts(startingPod("scheduled@0s", "initialized@0s", "-ready@0s"), func(f *PodFacts) { f.Phase = "Succeeded" })
 	done.OwnerKind = "Job"
 	runPod(t, tr, []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "800ms", pod: &done, want: []string{"reached scheduled 800ms from created +800ms", "reached initialized 800ms from scheduled +0s"}},
 		{at: "5s"},
 	})
@@ -252,7 +258,7 @@ func TestLostReadinessIsNotARestart(t *testing.T) {
 		f.Containers = []ContainerState{{Running: true}}
 	})
 	runPod(t, tr, []podStep{
-		{at: "0s", pod: pp(startingPod())},
+		{at: "0s", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "1s", pod: &ready, want: []string{"reached scheduled 1s from created +1s", "reached initialized 1s from scheduled +0s",
 			"reached containers_ready 1s from initialized +0s", "reached ready 1s from containers_ready +0s"}},
 		{at: "10s", pod: &lost},
@@ -279,7 +285,7 @@ func TestPodsOfTheInitialListAreNotObserved(t *testing.T) {
 		f.Containers = []ContainerState{{Running: true}}
 	})
 	runPod(t, tr, []podStep{
-		{at: "1h", pod: &notReady, initial: true},
+		{at: "1h", pod: &notReady, listed: true, want: []string{"recovered"}},
 		{at: "1h1s"},
 		{at: "1h2s", pod: pp(startingPod("scheduled@0s", "initialized@1s", "containers_ready@1h2s", "ready@1h2s"))},
 		{at: "1h3s"},
@@ -292,13 +298,13 @@ func TestPodsOfTheInitialListAreNotObserved(t *testing.T) {
 	}
 	late := startingPod()
 	runPod(t, newPodTracker(), []podStep{
-		{at: "30s", pod: &late}, // first seen live, 30 s after its creation
+		{at: "30s", pod: &late, want: []string{"recovered"}}, // first seen live, 30 s after its creation (a resumed watch's backlog)
 		{at: "35s"},
 		{at: "36s", pod: pp(startingPod("scheduled@0s"))},
 	})
 	// Within 10 s it is live: creation timestamps are truncated to the second.
 	runPod(t, newPodTracker(), []podStep{
-		{at: "900ms", pod: pp(startingPod())},
+		{at: "900ms", pod: pp(startingPod()), want: []string{"opened"}},
 		{at: "1s", pod: pp(startingPod("scheduled@0s")), want: []string{"reached scheduled 100ms from created +100ms"}},
 	})
 }

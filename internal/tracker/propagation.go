@@ -63,6 +63,10 @@ const (
 	// EndpointTriggerLag: a slice update arrived Duration after its
 	// last-change-trigger-time (an estimate, one-second precision).
 	EndpointTriggerLag
+	// EndpointPairDue: a pair became due and is not published yet; sinks
+	// create its namespace's series at zero so that its first crossing is
+	// seen by rate().
+	EndpointPairDue
 )
 
 // EndpointEvent is an observation of the endpoint tracker.
@@ -87,36 +91,51 @@ type EndpointEvent struct {
 // once per Ready transition. Pod and slice updates come on separate watches,
 // so a slice update may arrive before the pod update that caused it: the
 // pair then counts 0, never negative. A pod selected by no Service is not
-// tracked. Pairs of the initial list are not observed: when they became due
-// is unknown.
+// tracked.
+//
+// Gaps ("listed": delivered by a list cycle, the initial list or a relist;
+// deletions learned from a list are tombstones). A transition that arrives
+// listed happened at an unknown time in a gap, so it is not observed, not as
+// 0 s, not at all: a pod that turned Ready, or a Service that started
+// selecting it, is not due; a pending pair published by a listed slice
+// closes without an observation (the pod's own live Ready event can precede
+// the initial replay of the slices, which used to leave such pairs pending
+// forever, crossing every threshold); a removal seen listed is not timed.
+// Crossings already counted by Tick while the watch was cut stand.
+//
+// Receive times out of order: as for pods (see PodTracker), a pair
+// published with a receive time at or below a threshold that a later Tick
+// already counted as crossed is timed at that crossing, so it counts once.
 type EndpointTracker struct {
 	cfg    EndpointConfig
+	thr    []time.Duration
 	pods   map[string]*servedPod      // by pod UID: pods with pairs or pending removals
 	slices map[string]*sliceState     // by slice UID
 	bySvc  map[string]map[string]bool // "namespace/service" -> slice UIDs
+	due    dueIndex[*pair]            // pending pairs by next crossing deadline
 }
 
 type servedPod struct {
 	namespace, name string
 	serving         bool      // Ready and not terminating, as last seen
-	readyAt         time.Time // receive time of the turn to serving; zero when unknown
 	goneAt          time.Time // receive time of the turn away from serving
 	deleted         bool
 	pairs           map[string]*pair // by Service name
 }
 
 type pair struct {
-	// selectedAt is the receive time the Service started selecting the pod;
-	// zero when unknown (initial list).
-	selectedAt time.Time
-	published  bool // a ready endpoint in a slice of the Service now
+	uid, svc  string
+	sp        *servedPod
+	published bool // a ready endpoint in a slice of the Service now
 	// publishedInSpell: published at some point of the pod's current
 	// serving spell (to tell a slice ahead of the pod update at removal).
 	publishedInSpell bool
 	pending          bool      // due and not yet published
-	due              time.Time // when pending
+	dueAt            time.Time // when pending
 	next             int       // next threshold index, when pending
+	crossedAt        time.Time // the latest time a crossing was counted
 	removing         bool      // pod stopped serving while published
+	item             dueItem[*pair]
 }
 
 type sliceState struct {
@@ -127,19 +146,21 @@ type sliceState struct {
 
 // NewEndpointTracker returns a tracker.
 func NewEndpointTracker(cfg EndpointConfig) *EndpointTracker {
-	return &EndpointTracker{cfg: cfg, pods: map[string]*servedPod{}, slices: map[string]*sliceState{}, bySvc: map[string]map[string]bool{}}
+	return &EndpointTracker{cfg: cfg, thr: durations(cfg.Thresholds), pods: map[string]*servedPod{},
+		slices: map[string]*sliceState{}, bySvc: map[string]map[string]bool{}}
 }
 
-// ObservePod takes the current record of a pod, received at now. initial is
-// true for the informer's initial list. Call it again when the Services
-// selecting the pod change.
-func (t *EndpointTracker) ObservePod(p ServedPod, now time.Time, initial bool) []EndpointEvent {
+// ObservePod takes the current record of a pod, received at now. listed is
+// true for records delivered by a list cycle. Call it again when the
+// Services selecting the pod change (listed false: the Service change was
+// received live at now).
+func (t *EndpointTracker) ObservePod(p ServedPod, now time.Time, listed bool) []EndpointEvent {
 	sp := t.pods[p.UID]
 	if sp == nil {
 		if len(p.Services) == 0 {
 			return nil // no Service selects it: not endpoint-tracked
 		}
-		// First seen serving (initial list, or selected for the first time):
+		// First seen serving (a list, or selected for the first time):
 		// when it turned Ready is unknown; a new pair is due from selection.
 		sp = &servedPod{namespace: p.Namespace, serving: p.serving(), pairs: map[string]*pair{}}
 		t.pods[p.UID] = sp
@@ -153,42 +174,36 @@ func (t *EndpointTracker) ObservePod(p ServedPod, now time.Time, initial bool) [
 	// Pairs no longer selected end: a pending propagation counted its time.
 	for _, svc := range sortedKeys(sp.pairs) {
 		if !selected[svc] {
-			if pr := sp.pairs[svc]; pr.pending {
-				evs = t.crossPair(evs, sp, p.UID, svc, pr, now)
+			if pr := sp.pairs[svc]; pr.pending && !listed {
+				evs = t.crossPair(evs, pr, now)
 			}
-			delete(sp.pairs, svc)
+			t.dropPair(sp, svc)
 		}
 	}
 	// Serving transitions of the pairs that stay.
 	switch serving := p.serving(); {
 	case serving && !sp.serving:
 		sp.serving = true
-		sp.readyAt = time.Time{}
-		if !initial {
-			sp.readyAt = now
-		}
 		for _, svc := range sortedKeys(sp.pairs) {
 			pr := sp.pairs[svc]
 			pr.removing = false // back before it was removed: it never was
 			pr.publishedInSpell = pr.published
-			evs = t.due(evs, sp, p.UID, svc, pr, now)
+			evs = t.becameDue(evs, pr, now, !listed)
 		}
 	case !serving && sp.serving:
-		evs = t.stopServing(evs, sp, p.UID, now, initial)
+		evs = t.stopServing(evs, sp, now, !listed)
 	}
 	// New pairs.
 	for _, svc := range p.Services {
 		if sp.pairs[svc] != nil {
 			continue
 		}
-		pr := &pair{published: t.published(p.Namespace, svc, p.UID)}
-		if !initial {
-			pr.selectedAt = now
-		}
+		pr := &pair{uid: p.UID, svc: svc, sp: sp, published: t.published(p.Namespace, svc, p.UID)}
+		pr.item = newDueItem(p.UID+"/"+svc, pr)
 		sp.pairs[svc] = pr
 		if sp.serving {
 			pr.publishedInSpell = pr.published
-			evs = t.due(evs, sp, p.UID, svc, pr, now)
+			evs = t.becameDue(evs, pr, now, !listed)
 		}
 	}
 	t.forgetIfDone(p.UID, sp)
@@ -197,23 +212,24 @@ func (t *EndpointTracker) ObservePod(p ServedPod, now time.Time, initial bool) [
 
 // DeletePod takes a pod's deletion. A pod deleted while serving (deleted
 // without a grace period) stops serving now; its pairs still published stay
-// tracked until the slices drop it.
-func (t *EndpointTracker) DeletePod(uid string, now time.Time) []EndpointEvent {
+// tracked until the slices drop it. live is false for a delete tombstone (the
+// deletion happened during a gap): nothing is timed from it.
+func (t *EndpointTracker) DeletePod(uid string, now time.Time, live bool) []EndpointEvent {
 	sp := t.pods[uid]
 	if sp == nil {
 		return nil
 	}
 	var evs []EndpointEvent
 	if sp.serving {
-		evs = t.stopServing(evs, sp, uid, now, false)
+		evs = t.stopServing(evs, sp, now, live)
 	}
 	sp.deleted = true
 	for _, svc := range sortedKeys(sp.pairs) {
 		if pr := sp.pairs[svc]; !pr.removing {
-			if pr.pending {
-				evs = t.crossPair(evs, sp, uid, svc, pr, now)
+			if pr.pending && live {
+				evs = t.crossPair(evs, pr, now)
 			}
-			delete(sp.pairs, svc)
+			t.dropPair(sp, svc)
 		}
 	}
 	t.forgetIfDone(uid, sp)
@@ -221,45 +237,46 @@ func (t *EndpointTracker) DeletePod(uid string, now time.Time) []EndpointEvent {
 }
 
 // ObserveSlice takes the current record of an EndpointSlice, received at
-// now; initial is true for the informer's initial list.
-func (t *EndpointTracker) ObserveSlice(s Slice, now time.Time, initial bool) []EndpointEvent {
+// now; listed is true for records delivered by a list cycle.
+func (t *EndpointTracker) ObserveSlice(s Slice, now time.Time, listed bool) []EndpointEvent {
 	var evs []EndpointEvent
 	old := t.slices[s.UID]
-	if !initial && !s.TriggerTime.IsZero() && (old == nil || !old.trigger.Equal(s.TriggerTime)) {
+	if !listed && !s.TriggerTime.IsZero() && (old == nil || !old.trigger.Equal(s.TriggerTime)) {
 		evs = append(evs, EndpointEvent{Type: EndpointTriggerLag, Namespace: s.Namespace, Service: s.Service, Slice: s.Name,
 			Duration: max(0, now.Sub(s.TriggerTime))})
 	}
-	st := &sliceState{namespace: s.Namespace, name: s.Name, service: s.Service, ready: map[string]bool{}, trigger: s.TriggerTime}
+	st := &sliceState{namespace: s.Namespace, name: s.Name, service: s.Service, ready: make(map[string]bool, len(s.Ready)), trigger: s.TriggerTime}
 	for _, uid := range s.Ready {
 		st.ready[uid] = true
 	}
-	return t.replaceSlice(evs, s.UID, old, st, now, initial)
+	return t.replaceSlice(evs, s.UID, old, st, now, !listed)
 }
 
 // DeleteSlice takes an EndpointSlice's deletion: its endpoints are no
-// longer published (unless another slice of the Service lists them).
-func (t *EndpointTracker) DeleteSlice(uid string, now time.Time) []EndpointEvent {
+// longer published (unless another slice of the Service lists them). live
+// is false for a delete tombstone.
+func (t *EndpointTracker) DeleteSlice(uid string, now time.Time, live bool) []EndpointEvent {
 	old := t.slices[uid]
 	if old == nil {
 		return nil
 	}
-	return t.replaceSlice(nil, uid, old, nil, now, false)
+	return t.replaceSlice(nil, uid, old, nil, now, live)
 }
 
 // Tick reports the thresholds that due pairs crossed by now. Crossings are
 // also flushed before every propagation observation and when a pair ends
-// unpublished, so how often Tick runs never changes whether they count.
+// unpublished, so how often Tick runs never changes whether they count. It
+// visits only the pairs with a crossing due: with nothing due it is one
+// comparison and allocates nothing.
 func (t *EndpointTracker) Tick(now time.Time) []EndpointEvent {
 	var evs []EndpointEvent
-	for _, uid := range sortedKeys(t.pods) {
-		sp := t.pods[uid]
-		for _, svc := range sortedKeys(sp.pairs) {
-			if pr := sp.pairs[svc]; pr.pending {
-				evs = t.crossPair(evs, sp, uid, svc, pr, now)
-			}
+	for {
+		pr, ok := t.due.next(now)
+		if !ok {
+			return evs
 		}
+		evs = t.crossPair(evs, pr, now)
 	}
-	return evs
 }
 
 // Pending returns the number of due pairs not yet published.
@@ -280,7 +297,7 @@ func (t *EndpointTracker) Tracked(uid string) bool { return t.pods[uid] != nil }
 
 // replaceSlice swaps a slice's state (nil: deleted) and handles the pods
 // whose publication in the slice's Service changed.
-func (t *EndpointTracker) replaceSlice(evs []EndpointEvent, uid string, old, cur *sliceState, now time.Time, initial bool) []EndpointEvent {
+func (t *EndpointTracker) replaceSlice(evs []EndpointEvent, uid string, old, cur *sliceState, now time.Time, live bool) []EndpointEvent {
 	var ns, svc string
 	affected := map[string]bool{}
 	if old != nil {
@@ -316,15 +333,16 @@ func (t *EndpointTracker) replaceSlice(evs []EndpointEvent, uid string, old, cur
 	}
 	for _, p := range sortedKeys(affected) {
 		if pub := t.published(ns, svc, p); pub != before[p] {
-			evs = t.publication(evs, p, svc, pub, now, initial)
+			evs = t.publication(evs, p, svc, pub, now, live)
 		}
 	}
 	return evs
 }
 
 // publication handles a pod becoming, or ceasing to be, a ready endpoint of
-// svc at now: a pending propagation is observed, a pending removal too.
-func (t *EndpointTracker) publication(evs []EndpointEvent, uid, svc string, published bool, now time.Time, initial bool) []EndpointEvent {
+// svc at now: a pending propagation is observed, a pending removal too;
+// not live, both end unobserved.
+func (t *EndpointTracker) publication(evs []EndpointEvent, uid, svc string, published bool, now time.Time, live bool) []EndpointEvent {
 	sp := t.pods[uid]
 	if sp == nil {
 		return evs
@@ -339,18 +357,26 @@ func (t *EndpointTracker) publication(evs []EndpointEvent, uid, svc string, publ
 		if sp.serving {
 			pr.publishedInSpell = true
 		}
-		if pr.pending && !initial {
-			// Crossings first, as for pod stages: a pair published at d > T
-			// crossed T before.
-			evs = t.crossPair(evs, sp, uid, svc, pr, now)
-			evs = append(evs, t.event(EndpointPropagated, sp, uid, svc, now.Sub(pr.due)))
-			pr.pending = false
+		if pr.pending {
+			if live {
+				// Crossings first, as for pod stages: a pair published at
+				// d > T crossed T before.
+				evs = t.crossPair(evs, pr, now)
+				at := now
+				if k := pr.next; k > 0 && now.Sub(pr.dueAt) <= t.thr[k-1] {
+					at = pr.crossedAt // received before a Tick that counted T crossed
+				}
+				evs = append(evs, t.event(EndpointPropagated, pr, at.Sub(pr.dueAt)))
+			}
+			t.setPending(pr, false, time.Time{})
 		}
 	case pr.removing:
-		evs = append(evs, t.event(EndpointRemoved, sp, uid, svc, now.Sub(sp.goneAt)))
+		if live {
+			evs = append(evs, t.event(EndpointRemoved, pr, now.Sub(sp.goneAt)))
+		}
 		pr.removing = false
 		if sp.deleted {
-			delete(sp.pairs, svc)
+			t.dropPair(sp, svc)
 			t.forgetIfDone(uid, sp)
 		}
 	}
@@ -368,38 +394,60 @@ func (t *EndpointTracker) published(namespace, svc, uid string) bool {
 	return false
 }
 
-// due starts the propagation of a pair whose pod serves and is selected.
-// Both facts are new at now, so now is when it became due; a pair already
-// published (the slice update arrived first) counts 0.
-func (t *EndpointTracker) due(evs []EndpointEvent, sp *servedPod, uid, svc string, pr *pair, now time.Time) []EndpointEvent {
-	if sp.readyAt.IsZero() && pr.selectedAt.IsZero() {
-		return evs // initial list: when it became due is unknown
+// becameDue starts the propagation of a pair whose pod serves and is
+// selected, the second of the two facts having turned true at now: live
+// when that was received live, else when the pair became due is unknown and
+// it is not timed. A pair already published (the slice update arrived
+// first) counts 0.
+func (t *EndpointTracker) becameDue(evs []EndpointEvent, pr *pair, now time.Time, live bool) []EndpointEvent {
+	if !live {
+		return evs
 	}
 	if pr.published {
-		return append(evs, t.event(EndpointPropagated, sp, uid, svc, 0))
+		return append(evs, t.event(EndpointPropagated, pr, 0))
 	}
-	pr.pending, pr.due, pr.next = true, now, 0
-	return evs
+	t.setPending(pr, true, now)
+	return append(evs, t.event(EndpointPairDue, pr, 0))
+}
+
+// setPending opens (at due) or closes a pair's pending propagation and
+// keeps the deadline index in step.
+func (t *EndpointTracker) setPending(pr *pair, pending bool, due time.Time) {
+	pr.pending = pending
+	if pending {
+		pr.dueAt, pr.next = due, 0
+	}
+	t.schedule(pr)
+}
+
+func (t *EndpointTracker) schedule(pr *pair) {
+	var at time.Time
+	if pr.pending && pr.next < len(t.thr) {
+		at = pr.dueAt.Add(t.thr[pr.next])
+	}
+	t.due.set(&pr.item, at)
 }
 
 // stopServing handles a pod that stopped being Ready, started terminating
 // or was deleted at now: pending propagations end (their crossings count),
 // published pairs wait for their removal, and pairs whose slice already
-// dropped the pod during this spell count 0.
-func (t *EndpointTracker) stopServing(evs []EndpointEvent, sp *servedPod, uid string, now time.Time, initial bool) []EndpointEvent {
+// dropped the pod during this spell count 0. Not live, nothing is timed.
+func (t *EndpointTracker) stopServing(evs []EndpointEvent, sp *servedPod, now time.Time, live bool) []EndpointEvent {
 	sp.serving = false
 	sp.goneAt = now
 	for _, svc := range sortedKeys(sp.pairs) {
 		pr := sp.pairs[svc]
 		switch {
 		case pr.pending:
-			evs = t.crossPair(evs, sp, uid, svc, pr, now)
-			pr.pending = false
-		case initial:
+			if live {
+				evs = t.crossPair(evs, pr, now)
+			}
+			t.setPending(pr, false, time.Time{})
+		case !live:
 		case pr.published:
 			pr.removing = true
 		case pr.publishedInSpell:
-			evs = append(evs, t.event(EndpointRemoved, sp, uid, svc, 0))
+			evs = append(evs, t.event(EndpointRemoved, pr, 0))
 		}
 		pr.publishedInSpell = false
 	}
@@ -407,19 +455,29 @@ func (t *EndpointTracker) stopServing(evs []EndpointEvent, sp *servedPod, uid st
 }
 
 // crossPair emits the threshold crossings of a pending pair up to now.
-func (t *EndpointTracker) crossPair(evs []EndpointEvent, sp *servedPod, uid, svc string, pr *pair, now time.Time) []EndpointEvent {
-	age := now.Sub(pr.due).Seconds()
-	for pr.next < len(t.cfg.Thresholds) && age > t.cfg.Thresholds[pr.next] {
-		ev := t.event(EndpointPropagationCrossed, sp, uid, svc, 0)
+func (t *EndpointTracker) crossPair(evs []EndpointEvent, pr *pair, now time.Time) []EndpointEvent {
+	age := now.Sub(pr.dueAt)
+	for pr.next < len(t.thr) && age > t.thr[pr.next] {
+		ev := t.event(EndpointPropagationCrossed, pr, 0)
 		ev.Threshold = pr.next
 		evs = append(evs, ev)
 		pr.next++
+		pr.crossedAt = now
 	}
+	t.schedule(pr)
 	return evs
 }
 
-func (t *EndpointTracker) event(typ EndpointEventType, sp *servedPod, uid, svc string, d time.Duration) EndpointEvent {
-	return EndpointEvent{Type: typ, Namespace: sp.namespace, Service: svc, PodUID: uid, PodName: sp.name, Duration: max(0, d)}
+func (t *EndpointTracker) event(typ EndpointEventType, pr *pair, d time.Duration) EndpointEvent {
+	return EndpointEvent{Type: typ, Namespace: pr.sp.namespace, Service: pr.svc, PodUID: pr.uid, PodName: pr.sp.name, Duration: max(0, d)}
+}
+
+// dropPair ends a pair: out of the pod's pairs and the deadline index.
+func (t *EndpointTracker) dropPair(sp *servedPod, svc string) {
+	if pr := sp.pairs[svc]; pr != nil {
+		t.due.set(&pr.item, time.Time{})
+		delete(sp.pairs, svc)
+	}
 }
 
 // forgetIfDone drops a pod with nothing left to time: no pairs left (a

@@ -28,6 +28,8 @@ func formatEndpoints(evs []EndpointEvent) []string {
 			out = append(out, fmt.Sprintf("removed %s/%s %v", e.Service, e.PodUID, e.Duration))
 		case EndpointTriggerLag:
 			out = append(out, fmt.Sprintf("lag %s %v", e.Slice, e.Duration))
+		case EndpointPairDue:
+			out = append(out, fmt.Sprintf("due %s/%s", e.Service, e.PodUID))
 		}
 	}
 	return out
@@ -55,7 +57,7 @@ type epStep struct {
 	slice    *Slice
 	delPod   string
 	delSlice string
-	initial  bool
+	listed   bool // delivered by a list cycle; for a deletion, a tombstone
 	want     []string
 }
 
@@ -66,13 +68,13 @@ func runEndpoints(t *testing.T, tr *EndpointTracker, steps []epStep) {
 		var evs []EndpointEvent
 		switch {
 		case s.pod != nil:
-			evs = tr.ObservePod(*s.pod, now, s.initial)
+			evs = tr.ObservePod(*s.pod, now, s.listed)
 		case s.slice != nil:
-			evs = tr.ObserveSlice(*s.slice, now, s.initial)
+			evs = tr.ObserveSlice(*s.slice, now, s.listed)
 		case s.delPod != "":
-			evs = tr.DeletePod(s.delPod, now)
+			evs = tr.DeletePod(s.delPod, now, !s.listed)
 		case s.delSlice != "":
-			evs = tr.DeleteSlice(s.delSlice, now)
+			evs = tr.DeleteSlice(s.delSlice, now, !s.listed)
 		default:
 			evs = tr.Tick(now)
 		}
@@ -94,7 +96,7 @@ func TestPropagationAndRemoval(t *testing.T) {
 	runEndpoints(t, tr, []epStep{
 		{at: "0s", pod: served("p1", "not-ready", "web")},
 		{at: "2s", slice: slice("web-1", "web", "0s"), want: []string{"lag web-1 2s"}},
-		{at: "3s", pod: served("p1", "ready", "web")},
+		{at: "3s", pod: served("p1", "ready", "web"), want: []string{"due web/p1"}},
 		{at: "4.5s", want: []string{"crossed web/p1 >1"}},
 		{at: "5s", slice: slice("web-1", "web", "3s", "p1"), want: []string{"lag web-1 2s", "propagated web/p1 2s"}},
 		{at: "6s"}, // published: nothing more to cross
@@ -118,7 +120,7 @@ func TestSliceUpdateBeforePodUpdateCountsZero(t *testing.T) {
 		{at: "9.9s", slice: slice("web-1", "web", "")},
 		{at: "10s", pod: served("p1", "not-ready", "web"), want: []string{"removed web/p1 0s"}},
 		// Ready again: a new propagation.
-		{at: "20s", pod: served("p1", "ready", "web")},
+		{at: "20s", pod: served("p1", "ready", "web"), want: []string{"due web/p1"}},
 		{at: "20.5s", slice: slice("web-1", "web", "", "p1"), want: []string{"propagated web/p1 500ms"}},
 	})
 }
@@ -129,7 +131,7 @@ func TestSliceUpdateBeforePodUpdateCountsZero(t *testing.T) {
 func TestPodInSeveralServices(t *testing.T) {
 	runEndpoints(t, newEndpointTracker(), []epStep{
 		{at: "0s", pod: served("p1", "not-ready", "a", "b")},
-		{at: "1s", pod: served("p1", "ready", "a", "b")},
+		{at: "1s", pod: served("p1", "ready", "a", "b"), want: []string{"due a/p1", "due b/p1"}},
 		{at: "1.5s", slice: slice("a-1", "a", "", "p1"), want: []string{"propagated a/p1 500ms"}},
 		{at: "2.5s", want: []string{"crossed b/p1 >1"}},
 		{at: "3s", slice: slice("b-1", "b", "", "p1"), want: []string{"propagated b/p1 2s"}},
@@ -147,7 +149,7 @@ func TestServiceCreatedAfterItsPods(t *testing.T) {
 	runEndpoints(t, tr, []epStep{
 		{at: "0s", pod: served("p1", "not-ready")}, // no Service: not tracked
 		{at: "3s", pod: served("p1", "ready")},
-		{at: "10s", pod: served("p1", "ready", "late")},
+		{at: "10s", pod: served("p1", "ready", "late"), want: []string{"due late/p1"}},
 		{at: "10.05s", slice: slice("late-1", "late", "", "p1"), want: []string{"propagated late/p1 50ms"}},
 	})
 	tr2 := newEndpointTracker()
@@ -161,8 +163,8 @@ func TestServiceCreatedAfterItsPods(t *testing.T) {
 // time it waited counts as crossings), and joins Service b.
 func TestSelectorChange(t *testing.T) {
 	runEndpoints(t, newEndpointTracker(), []epStep{
-		{at: "0s", pod: served("p1", "ready", "a")},
-		{at: "1.5s", pod: served("p1", "ready", "b"), want: []string{"crossed a/p1 >1"}},
+		{at: "0s", pod: served("p1", "ready", "a"), want: []string{"due a/p1"}},
+		{at: "1.5s", pod: served("p1", "ready", "b"), want: []string{"crossed a/p1 >1", "due b/p1"}},
 		{at: "1.6s", slice: slice("a-1", "a", "")}, // a's slice drops it: a is no longer its Service
 		{at: "1.8s", slice: slice("b-1", "b", "", "p1"), want: []string{"propagated b/p1 300ms"}},
 		{at: "2s", pod: served("p1", "ready")},
@@ -175,12 +177,12 @@ func TestSelectorChange(t *testing.T) {
 // endpoint moving between slices is neither removed nor propagated.
 func TestSeveralSlicesPerService(t *testing.T) {
 	runEndpoints(t, newEndpointTracker(), []epStep{
-		{at: "0s", pod: served("p1", "ready", "web")},
+		{at: "0s", pod: served("p1", "ready", "web"), want: []string{"due web/p1"}},
 		{at: "0s", pod: served("p2", "not-ready", "web")},
 		{at: "0.5s", slice: slice("web-1", "web", "", "p1"), want: []string{"propagated web/p1 500ms"}},
 		{at: "1s", slice: slice("web-2", "web", "", "p1")},
 		{at: "1.1s", slice: slice("web-1", "web", "")},
-		{at: "2s", pod: served("p2", "ready", "web")},
+		{at: "2s", pod: served("p2", "ready", "web"), want: []string{"due web/p2"}},
 		{at: "2.2s", slice: slice("web-2", "web", "", "p1", "p2"), want: []string{"propagated web/p2 200ms"}},
 		{at: "3s", pod: served("p1", "terminating", "web")},
 		{at: "3.5s", delSlice: "web-1"},
@@ -192,12 +194,12 @@ func TestSeveralSlicesPerService(t *testing.T) {
 // its deletion flushes the crossings since the last tick.
 func TestNeverPublishedCountsWhileStuck(t *testing.T) {
 	runEndpoints(t, newEndpointTracker(), []epStep{
-		{at: "0s", pod: served("p1", "ready", "web")},
+		{at: "0s", pod: served("p1", "ready", "web"), want: []string{"due web/p1"}},
 		{at: "1.5s", want: []string{"crossed web/p1 >1"}},
 		{at: "6s", delPod: "p1", want: []string{"crossed web/p1 >2", "crossed web/p1 >5"}},
 	})
 	runEndpoints(t, newEndpointTracker(), []epStep{
-		{at: "0s", pod: served("p1", "ready", "web")},
+		{at: "0s", pod: served("p1", "ready", "web"), want: []string{"due web/p1"}},
 		{at: "2.5s", pod: served("p1", "not-ready", "web"), want: []string{"crossed web/p1 >1", "crossed web/p1 >2"}},
 		{at: "10s"}, // not serving: not due any more
 		{at: "11s", slice: slice("web-1", "web", "", "p1")},
@@ -209,8 +211,8 @@ func TestNeverPublishedCountsWhileStuck(t *testing.T) {
 func TestDeletedWhileServing(t *testing.T) {
 	tr := newEndpointTracker()
 	runEndpoints(t, tr, []epStep{
-		{at: "0s", pod: served("p1", "ready", "web"), initial: true},
-		{at: "0s", slice: slice("web-1", "web", "-1h", "p1"), initial: true},
+		{at: "0s", pod: served("p1", "ready", "web"), listed: true},
+		{at: "0s", slice: slice("web-1", "web", "-1h", "p1"), listed: true},
 		{at: "5s", delPod: "p1"},
 		{at: "7s", slice: slice("web-1", "web", "5s"), want: []string{"lag web-1 2s", "removed web/p1 2s"}},
 	})
@@ -224,9 +226,9 @@ func TestDeletedWhileServing(t *testing.T) {
 // change of an initial pod is.
 func TestEndpointsInitialListNotObserved(t *testing.T) {
 	runEndpoints(t, newEndpointTracker(), []epStep{
-		{at: "0s", pod: served("p1", "ready", "web"), initial: true},
-		{at: "0s", pod: served("p2", "ready", "web"), initial: true},
-		{at: "0s", slice: slice("web-1", "web", "-10s", "p1"), initial: true},
+		{at: "0s", pod: served("p1", "ready", "web"), listed: true},
+		{at: "0s", pod: served("p2", "ready", "web"), listed: true},
+		{at: "0s", slice: slice("web-1", "web", "-10s", "p1"), listed: true},
 		{at: "5s"},
 		{at: "6s", slice: slice("web-1", "web", "-10s", "p1", "p2")}, // same trigger time: no new lag
 		{at: "7s", pod: served("p1", "terminating", "web")},
@@ -239,7 +241,7 @@ func TestEndpointsInitialListNotObserved(t *testing.T) {
 // already published when it is due again.
 func TestReadinessFlapWithinTheBatchPeriod(t *testing.T) {
 	runEndpoints(t, newEndpointTracker(), []epStep{
-		{at: "0s", pod: served("p1", "ready", "web")},
+		{at: "0s", pod: served("p1", "ready", "web"), want: []string{"due web/p1"}},
 		{at: "0.1s", slice: slice("web-1", "web", "", "p1"), want: []string{"propagated web/p1 100ms"}},
 		{at: "5s", pod: served("p1", "not-ready", "web")},
 		{at: "5.5s", pod: served("p1", "ready", "web"), want: []string{"propagated web/p1 0s"}},
