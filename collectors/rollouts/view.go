@@ -84,10 +84,8 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 	}
 	var out []tracker.ServiceSlices
 	for _, svc := range informers.ByIndex[*corev1.Service](v.services, cache.NamespaceIndex, namespace) {
-		if len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
-			// Endpoints managed by hand, or none at all (the EndpointSlice
-			// controller skips ExternalName Services): not the chain.
-			continue
+		if !records.PublishesSelectedPods(svc) {
+			continue // endpoints managed by hand, or none (ExternalName): not the chain
 		}
 		sel := labels.SelectorFromSet(svc.Spec.Selector)
 		match := false
