@@ -31,7 +31,17 @@ import (
 // After the relist: no startup, interval, propagation or crossing observed
 // for any of them, each counted once in pods_recovered_total. A pod created
 // live afterwards is timed again.
+//
+// Run twice: with the compaction (the pod watch gets 410 and relists: the
+// list mark) and without it (the watch resumes from its resource version and
+// the API server replays the gap's writes as ordinary events at the resume:
+// the list/watch layer marks them by their managedFields time).
 func TestTruthPodsGapInventsNothing(t *testing.T) {
+	t.Run("relist after 410", func(t *testing.T) { testPodsGap(t, true) })
+	t.Run("resume replays the gap", func(t *testing.T) { testPodsGap(t, false) })
+}
+
+func testPodsGap(t *testing.T, compact bool) {
 	s := watchSandbox(t)
 	ctx := context.Background()
 	proxy, err := s.NewProxy()
@@ -82,23 +92,32 @@ func TestTruthPodsGapInventsNothing(t *testing.T) {
 		return ready == replicas && published == replicas, fmt.Sprintf("ready %d, published %d", ready, published)
 	})
 	time.Sleep(3*time.Second - time.Since(cutAt)) // a cut of a few seconds, as after an API server restart
-	rev, err := s.CompactEtcd(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var rev int64
+	if compact {
+		if rev, err = s.CompactEtcd(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if cut := time.Since(cutAt); cut > faultBudget {
 		t.Fatalf("the cut lasted %s, over the %s budget: the watches would not get 410", cut, faultBudget)
 	}
 	proxy.Restore()
-	t.Logf("cut for %s, etcd compacted at revision %d", time.Since(cutAt).Round(time.Millisecond), rev)
+	t.Logf("cut for %s, etcd compacted at revision %d (0: not compacted)", time.Since(cutAt).Round(time.Millisecond), rev)
 
-	// Pods and Services are uncached in the watch sandbox: their resumed
-	// watches get 410 and relist. The slices' watch is cached: it resumes
-	// and replays the gap's slice events. Wait for the pod relist, give
+	// Pods and Services are uncached in the watch sandbox: after the
+	// compaction their resumed watches get 410 and relist; without it they
+	// resume and the gap's events are replayed. The slices' watch is
+	// cached: it resumes and replays the gap's slice events either way.
+	// Wait for the pod relist (or the resumed watch's first events), give
 	// every handler time to run, then compare.
-	eventually(t, 30*time.Second, "pods relisted after 410", func() (bool, string) {
-		v, _ := value(e.scrape(), "kube_convergence_watch_relists_total", map[string]string{"resource": "pods", "reason": "expired"})
-		return v-relistsBefore >= 1, fmt.Sprintf("+%v", v-relistsBefore)
+	eventually(t, 30*time.Second, "pods relisted after 410, or the pod watch resumed", func() (bool, string) {
+		mfs := e.scrape()
+		v, _ := value(mfs, "kube_convergence_watch_relists_total", map[string]string{"resource": "pods", "reason": "expired"})
+		if compact {
+			return v-relistsBefore >= 1, fmt.Sprintf("+%v relists", v-relistsBefore)
+		}
+		rec, _ := value(mfs, "kube_convergence_pods_recovered_total", map[string]string{"namespace": ns})
+		return v == relistsBefore && rec-before.recovered == replicas+1, fmt.Sprintf("+%v relists, +%v recovered; %+v; restarts %v", v-relistsBefore, rec-before.recovered, podCounts(mfs, ns), mfs["kube_convergence_watch_restarts_total"])
 	})
 	eventually(t, 30*time.Second, "the slow pod Ready", func() (bool, string) {
 		ready, _ := readyAndPublished(ctx, t, direct, ns, "slow")

@@ -70,6 +70,11 @@ type listerWatcher struct {
 	// deleted while no watch was open do not stay forever.
 	seen map[types.UID]int64
 	next map[types.UID]int64
+	// broken: the last watch stream ended abnormally (closed early or with
+	// an error other than 410). The reflector then resumes from its last
+	// resource version, and the API server replays the writes of the gap as
+	// ordinary events (from its watch cache, or etcd): see watcher.backlog.
+	broken bool
 }
 
 func (l *listerWatcher) IsWatchListSemanticsUnSupported() bool {
@@ -132,7 +137,14 @@ func (l *listerWatcher) watch(opts metav1.ListOptions, call func() (watch.Interf
 		l.mu.Unlock()
 		return w, err
 	}
-	return newWatcher(l, w, initial, start, opts.TimeoutSeconds), nil
+	l.mu.Lock()
+	resumed := l.broken && !initial
+	l.broken = false
+	l.mu.Unlock()
+	// The call returns once the stream is connected: client-go retries a
+	// failing watch request inside it (rest.Request.Watch, about 10 s), so
+	// writes made while it was retrying belong to the gap too.
+	return newWatcher(l, w, initial, resumed, start, l.now(), opts.TimeoutSeconds), nil
 }
 
 // startAttempt opens a cycle if none is open and starts a fresh attempt in it.
@@ -147,6 +159,7 @@ func (l *listerWatcher) startAttempt() {
 	}
 	// A new attempt re-reads everything: drop what a failed one collected.
 	l.next = make(map[types.UID]int64, len(l.seen))
+	l.broken = false // the list covers the gap
 }
 
 func (l *listerWatcher) listFailed(page bool, err error) {

@@ -75,3 +75,71 @@ func TestCompactKeepsStamps(t *testing.T) {
 		t.Error("Compact kept an unused annotation")
 	}
 }
+
+// A watch that breaks is resumed from its last resource version without a
+// relist (the API server's watch cache still holds it), and the writes of
+// the gap arrive as ordinary events at the resume: they are marked like a
+// list cycle's, by their managedFields time (before the resume's second);
+// the first write made after the resume ends the backlog.
+func TestResumeAfterBrokenWatchMarksTheGapsReplay(t *testing.T) {
+	f := newFixture(t)
+	f.sync(pod("a", t0.Add(-time.Minute)))
+	w, inner := f.stream(resume)
+	inner.Stop() // the connection broke: closed well before its timeout
+	waitClosed(t, w)
+
+	f.clk.Step(10 * time.Second) // the gap
+	w, inner = f.stream(resume)
+	resumedAt := f.clk.Now()
+	inGap := pod("b", t0.Add(4*time.Second))       // written during the gap
+	deletedInGap := pod("a", t0.Add(-time.Minute)) // deleted during the gap
+	afterResume := pod("c", resumedAt)             // written in the resume's second
+	scaledLater := pod("b", t0.Add(4*time.Second)) // a later write without a newer managedFields time (/scale)
+	send(t, w, inner, added(inGap))
+	send(t, w, inner, deleted(deletedInGap))
+	send(t, w, inner, added(afterResume))
+	send(t, w, inner, modified(scaledLater))
+	for _, c := range []struct {
+		name   string
+		p      *v1.Pod
+		listed bool
+	}{{"write of the gap", inGap, true}, {"deletion in the gap", deletedInGap, true}, {"write after the resume", afterResume, false}, {"later write, old managedFields time", scaledLater, false}} {
+		if _, listed := informers.Received(c.p); listed != c.listed {
+			t.Errorf("%s: listed %v, want %v", c.name, listed, c.listed)
+		}
+	}
+
+	// A stream that ends at its timeout is resumed at once: no gap, nothing
+	// marked however old the writes.
+	f.clk.Step(300 * time.Second)
+	inner.Stop()
+	waitClosed(t, w)
+	w, inner = f.stream(resume)
+	old := pod("d", t0)
+	send(t, w, inner, added(old))
+	if _, listed := informers.Received(old); listed {
+		t.Error("an event after a timeout resume was marked as a gap's replay")
+	}
+	inner.Stop()
+	waitClosed(t, w)
+
+	// A broken stream followed by a relist: the list covers the gap.
+	f.list(relist, podList("40", ""), nil)
+	w, inner = f.stream(resume)
+	old = pod("e", t0)
+	send(t, w, inner, added(old))
+	if _, listed := informers.Received(old); listed {
+		t.Error("an event on the watch after a relist was marked as a gap's replay")
+	}
+
+	// The backlog comes at once: past backlogWindow nothing is replay.
+	inner.Stop()
+	waitClosed(t, w)
+	w, inner = f.stream(resume)
+	f.clk.Step(backlogWindow + time.Second)
+	late := pod("f", t0)
+	send(t, w, inner, added(late))
+	if _, listed := informers.Received(late); listed {
+		t.Error("an event past the backlog window was marked as a gap's replay")
+	}
+}

@@ -26,23 +26,30 @@ type watcher struct {
 	stop    sync.Once
 	start   time.Time
 	timeout time.Duration // requested timeoutSeconds; 0 if none
+	// connected: when the watch call returned the stream.
+	connected time.Time
 
 	// initial: the stream is still delivering the initial events of a
 	// WatchList request. Only run touches it.
 	initial bool
+	// backlog: the stream resumes after a broken one and may still be
+	// replaying the writes of the gap. Only run touches it; see replayed.
+	backlog bool
 	// ended: the stream's end has been counted; guarded by l.mu.
 	ended bool
 }
 
-func newWatcher(l *listerWatcher, inner watch.Interface, initial bool, start time.Time, timeoutSeconds *int64) *watcher {
+func newWatcher(l *listerWatcher, inner watch.Interface, initial, resumed bool, start, connected time.Time, timeoutSeconds *int64) *watcher {
 	w := &watcher{
-		l:       l,
-		inner:   inner,
-		out:     make(chan watch.Event),
-		done:    make(chan struct{}),
-		exited:  make(chan struct{}),
-		start:   start,
-		initial: initial,
+		l:         l,
+		inner:     inner,
+		out:       make(chan watch.Event),
+		done:      make(chan struct{}),
+		exited:    make(chan struct{}),
+		start:     start,
+		connected: connected,
+		initial:   initial,
+		backlog:   resumed,
 	}
 	if timeoutSeconds != nil {
 		w.timeout = time.Duration(*timeoutSeconds) * time.Second
@@ -113,6 +120,9 @@ func (w *watcher) end(reason string) {
 	}
 	w.ended = true
 	w.l.m.restarts[reason].Inc()
+	// A stream that ends at its timeout is resumed at once: no gap. Any
+	// other end leaves one until the reflector's next watch.
+	w.l.broken = reason != restartTimeout
 	if reason == reasonExpired {
 		w.l.nextReason = reasonExpired
 	} else {
@@ -130,8 +140,9 @@ func (w *watcher) observe(ev watch.Event) {
 		// An object without metadata is dropped by the reflector too
 		// ("Unable to understand watch event").
 		if obj, err := meta.Accessor(ev.Object); err == nil {
-			// Initial events of a WatchList stream stand for a LIST.
-			informers.Stamp(obj, now, w.initial)
+			// Initial events of a WatchList stream stand for a LIST; the
+			// replayed writes of a gap are no more live than they are.
+			informers.Stamp(obj, now, w.initial || w.replayed(obj, ev.Type, now))
 			w.track(obj, ev.Type, now)
 		}
 	case watch.Bookmark:
@@ -151,6 +162,43 @@ func (w *watcher) observe(ev watch.Event) {
 		// Decode errors arrive as ERROR events too (StreamWatcher.receive).
 		w.end(reasonOf(apierrors.FromObject(ev.Object)))
 	}
+}
+
+// backlogWindow bounds how long after a resume events may be taken for the
+// gap's replay: the API server sends the backlog at once, from its watch
+// cache or etcd.
+const backlogWindow = 5 * time.Second
+
+// replayed reports whether an event of a stream resumed after a gap is the
+// replay of a write made during the gap. When a watch breaks (a network cut,
+// an API server restart with a watch cache that still holds the resource
+// version) the reflector resumes from its last resource version without a
+// relist, and the API server sends every write of the gap as an ordinary
+// event, at the moment of the resume: timing them from their receipt would
+// invent a pod started or published in about 0 s. Resource versions are
+// opaque, so the write's own time decides: the newest managedFields time (one
+// second precision, truncated) of a replayed write is before the second the
+// resume started, and the first event written at or after it ends the
+// backlog (events come in write order). Limits: a write in the same second
+// as the resume counts as live (timed from the replay, at most 1 s late), an
+// API server clock ahead of the exporter's makes more writes look live, and
+// after backlogWindow everything is live.
+func (w *watcher) replayed(obj metav1.Object, typ watch.EventType, now time.Time) bool {
+	if !w.backlog {
+		return false
+	}
+	if now.Sub(w.connected) > backlogWindow {
+		w.backlog = false
+		return false
+	}
+	t := newestManagedTime(obj)
+	if t > 0 && t < w.connected.Unix() {
+		return true
+	}
+	if typ != watch.Deleted { // a deletion carries the time of the last write before it
+		w.backlog = false
+	}
+	return false
 }
 
 // track keeps the newest managedFields time per UID and observes delivery lag
