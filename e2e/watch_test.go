@@ -741,14 +741,17 @@ func (f *watchFixture) checkGapRollouts(t *testing.T, rolls *watcher, rollsV2 *a
 			continue // the rollouts collector runs in the binary
 		}
 		e := o.exp.forTest(t)
-		got := stageSeconds(t, e, 1, with(labels, "stage", "available"))
+		got := recoveredStageSeconds(t, e, 1, with(labels, "stage", "available"))
 		t.Logf("%s: rolls available %.3fs after its API-side write (test's watch: %.3fs)", o.name, got, truth)
 		if !within(got, truth, measureTolerance) {
 			t.Errorf("%s: recovered rolls available = %.3fs, want %.3fs from the API-side write", o.name, got, truth)
 		}
 		mfs := e.scrape()
-		if _, n := histogram(mfs, "kube_convergence_rollout_duration_seconds", labels); n != 1 {
-			t.Errorf("%s: %d template-change stage observations in %s, want 1 (rolls' available; nothing for stages passed in the gap, nothing for settles)", o.name, n, f.ns)
+		if _, n := histogram(mfs, "kube_convergence_rollout_recovered_duration_seconds", labels); n != 1 {
+			t.Errorf("%s: %d recovered template-change stage observations in %s, want 1 (rolls' available; nothing for stages passed in the gap, nothing for settles)", o.name, n, f.ns)
+		}
+		if _, n := histogram(mfs, "kube_convergence_rollout_duration_seconds", labels); n != 0 {
+			t.Errorf("%s: %d live template-change stage observations in %s, want 0 (rolls is recovered)", o.name, n, f.ns)
 		}
 		if v, _ := value(mfs, "kube_convergence_rollouts_recovered_total", map[string]string{"kind": "Deployment"}); v != 1 {
 			t.Errorf("%s: rollouts_recovered_total{Deployment} = %v, want 1 (rolls only)", o.name, v)

@@ -114,9 +114,20 @@ func deploymentAvailable(g int64) func(runtime.Object) bool {
 // the labels and returns their mean.
 func stageSeconds(t *testing.T, e *exporterProc, n uint64, labels map[string]string) float64 {
 	t.Helper()
+	return familySeconds(t, e, "kube_convergence_rollout_duration_seconds", n, labels)
+}
+
+// recoveredStageSeconds is stageSeconds for the recovered rollouts' family.
+func recoveredStageSeconds(t *testing.T, e *exporterProc, n uint64, labels map[string]string) float64 {
+	t.Helper()
+	return familySeconds(t, e, "kube_convergence_rollout_recovered_duration_seconds", n, labels)
+}
+
+func familySeconds(t *testing.T, e *exporterProc, family string, n uint64, labels map[string]string) float64 {
+	t.Helper()
 	var sum float64
-	eventually(t, 30*time.Second, fmt.Sprintf("rollout_duration_seconds%v count %d", labels, n), func() (bool, string) {
-		s, c := histogram(e.scrape(), "kube_convergence_rollout_duration_seconds", labels)
+	eventually(t, 30*time.Second, fmt.Sprintf("%s%v count %d", family, labels, n), func() (bool, string) {
+		s, c := histogram(e.scrape(), family, labels)
 		sum = s
 		return c == n, fmt.Sprintf("count %d sum %.3f", c, s)
 	})
