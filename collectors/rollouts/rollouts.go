@@ -36,29 +36,33 @@ type Collector struct {
 	now    func() time.Time
 	m      *metrics
 
-	mu              sync.Mutex // guards tr and the maps below; handlers of different informers run concurrently
-	tr              *tracker.RolloutTracker
-	seenInProgress  map[[2]string]bool
-	droppedEpisodes map[string]bool
+	mu sync.Mutex // guards tr; handlers of different informers run concurrently
+	tr *tracker.RolloutTracker
 
 	view *view
 }
 
-// New returns the rollouts collector. stall is --stall.threshold; the
-// config file may override it per kind.
+// New returns the rollouts collector with episode metrics of its own. stall
+// is --stall.threshold; the config file may override it per kind.
 func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
-	return &Collector{
+	return NewWith(collectors.NewEpisodes(cfg, now), cfg, stall, logger, now)
+}
+
+// NewWith returns the rollouts collector feeding ep, the episode metrics it
+// shares with other collectors (resources).
+func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
+	c := &Collector{
 		cfg:    cfg,
 		logger: logger.With("collector", Name),
 		now:    now,
-		m:      newMetrics(),
+		m:      newMetrics(ep),
 		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
 			Thresholds: latency.RolloutBuckets,
 			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
 		}),
-		seenInProgress:  map[[2]string]bool{},
-		droppedEpisodes: map[string]bool{},
 	}
+	ep.Feed(c)
+	return c
 }
 
 // Name implements collectors.Collector.
@@ -75,10 +79,7 @@ func (c *Collector) Resources() []informers.Resource {
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	if err := c.m.register(reg); err != nil {
-		return err
-	}
-	return reg.Register(scrape{c})
+	return c.m.register(reg)
 }
 
 // Start implements collectors.Collector. Workload handlers are attached only
