@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	webflag "github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -157,6 +158,15 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 
 	factory := informers.New(client, wrap, logger)
+	if len(cfg.Resources) > 0 {
+		// Custom resources are served as JSON only; the dynamic client
+		// asks for JSON whatever restCfg says.
+		dyn, err := dynamic.NewForConfig(restCfg)
+		if err != nil {
+			return fmt.Errorf("dynamic client from %s: %w", source, err)
+		}
+		factory.SetDynamic(dyn)
+	}
 	var enabled []kcecollectors.Collector
 	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger}) {
 		if cfg.Enabled(c.Name()) {
