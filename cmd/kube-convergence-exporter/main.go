@@ -92,6 +92,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	serveCmd.Flag("stall.threshold", "Age after which an unconverged object is reported as stalled (per-kind overrides in --config.file).").Default(config.DefaultStallThreshold.String()).DurationVar(&f.stallThreshold)
 	promslogflag.AddFlags(app, &f.log)
 	sloDispatch := addSLOCommands(app)
+	rbacDispatch := addRBACCommand(app)
 
 	cmd, err := app.Parse(args)
 	if exitCode >= 0 {
@@ -102,6 +103,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if handled, code := sloDispatch(cmd, stdout, stderr); handled {
+		return code
+	}
+	if handled, code := rbacDispatch(cmd, stdout, stderr); handled {
 		return code
 	}
 	if err := f.validate(); err != nil {
