@@ -1,22 +1,30 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 const resGroup = "e2e.kce.io"
@@ -57,15 +65,16 @@ func crd(kind, plural, scope string, status bool, versions ...string) *unstructu
 // writes their status the way an operator does, and records its own write
 // times, the truth the exporter's durations are checked against.
 type testController struct {
-	t   *testing.T
-	dyn dynamic.ResourceInterface
+	t    *testing.T
+	dyn  dynamic.ResourceInterface
+	kind string
 }
 
 func (c testController) create(ctx context.Context, name string) time.Time {
 	c.t.Helper()
 	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": resGroup + "/v1", "kind": "Widget",
-		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"apiVersion": resGroup + "/v1", "kind": c.kind,
+		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"size": int64(1)},
 	}}
 	if _, err := c.dyn.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
@@ -74,26 +83,33 @@ func (c testController) create(ctx context.Context, name string) time.Time {
 	return time.Now()
 }
 
-// setStatus writes status (observedGeneration and one condition) and
-// returns when the write returned.
-func (c testController) setStatus(ctx context.Context, name string, observed int64, condType, condStatus string) time.Time {
+// condition returns a status condition set now.
+func condition(typ, status string, observed int64) map[string]any {
+	c := map[string]any{"type": typ, "status": status, "reason": "Test", "message": "set by the e2e controller",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	if observed > 0 {
+		c["observedGeneration"] = observed
+	}
+	return c
+}
+
+// setStatus writes status and returns when the write returned.
+func (c testController) setStatus(ctx context.Context, name string, status map[string]any) time.Time {
 	c.t.Helper()
 	u, err := c.dyn.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		c.t.Fatal(err)
-	}
-	status := map[string]any{"conditions": []any{map[string]any{
-		"type": condType, "status": condStatus, "reason": "Test", "message": "set by the e2e controller",
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}}}
-	if observed > 0 {
-		status["observedGeneration"] = observed
 	}
 	u.Object["status"] = status
 	if _, err := c.dyn.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
 	return time.Now()
+}
+
+// statusOf is an observedGeneration and one condition.
+func statusOf(observed int64, cond map[string]any) map[string]any {
+	return map[string]any{"observedGeneration": observed, "conditions": []any{cond}}
 }
 
 func writeConfig(t *testing.T, doc string) string {
@@ -170,7 +186,7 @@ resources:
 		t.Errorf("%d log lines for no_status_subresource, want 1", n)
 	}
 	// The API server serves the resource a moment after Established.
-	ctl := testController{t: t, dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "widgets"}).Namespace("default")}
+	ctl := testController{t: t, kind: "Widget", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "widgets"}).Namespace("default")}
 	eventually(t, 10*time.Second, "widgets served", func() (bool, string) {
 		_, err := ctl.dyn.List(ctx, metav1.ListOptions{})
 		return err == nil, fmt.Sprint(err)
@@ -180,9 +196,9 @@ resources:
 	const d1, d2 = 700 * time.Millisecond, 1200 * time.Millisecond
 	t0 := ctl.create(ctx, "w1")
 	time.Sleep(d1)
-	t1 := ctl.setStatus(ctx, "w1", 1, "Ready", "False")
+	t1 := ctl.setStatus(ctx, "w1", statusOf(1, condition("Ready", "False", 0)))
 	time.Sleep(d2)
-	t2 := ctl.setStatus(ctx, "w1", 1, "Ready", "True")
+	t2 := ctl.setStatus(ctx, "w1", statusOf(1, condition("Ready", "True", 0)))
 	kind := map[string]string{"kind": "Widget.e2e.kce.io", "namespace": "default", "change": "create"}
 	stage := func(s string) map[string]string {
 		m := map[string]string{"stage": s}
@@ -258,4 +274,186 @@ func TestResourcesBadJSONPathExits(t *testing.T) {
 	if want := cfg + ": line 4: resources[0].observedGeneration: JSONPath"; !strings.Contains(string(out), want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
+}
+
+// serviceAccountKubeconfig creates a ServiceAccount bound to role and
+// returns a kubeconfig with its token: a user with exactly role's rights.
+func serviceAccountKubeconfig(t *testing.T, ctx context.Context, name string, role *rbacv1.ClusterRole) string {
+	t.Helper()
+	role = role.DeepCopy()
+	role.Name = name
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: "default"}},
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = client.RbacV1().ClusterRoleBindings().Delete(bg, name, metav1.DeleteOptions{})
+		_ = client.RbacV1().ClusterRoles().Delete(bg, name, metav1.DeleteOptions{})
+		_ = client.CoreV1().ServiceAccounts("default").Delete(bg, name, metav1.DeleteOptions{})
+	})
+	tok, err := client.CoreV1().ServiceAccounts("default").CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(sb.AdminConfig())
+	cfg.BearerToken, cfg.BearerTokenFile = tok.Status.Token, ""
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := sb.WriteKubeconfig(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The ClusterRole `rbac --config.file` prints, bound to a fresh
+// ServiceAccount, lets the exporter run without a forbidden error; under it:
+// a cluster-scoped CRD with two served versions (namespace=""), and a
+// cert-manager-style resource whose only observedGeneration is its
+// condition's, both timed within 0.3 s of the test controller's writes; a
+// Stalled=True condition shows reason stalled within 2 s. Without the rule
+// for one resource, that one alone is forbidden and named in /readyz while
+// the other tracks.
+func TestResourcesRBACAndVariants(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
+	cfgPath := writeConfig(t, `
+resources:
+  - group: e2e.kce.io
+    resource: gadgets
+  - group: e2e.kce.io
+    resource: certs
+    conditions: [Ready]
+    stallThreshold: 10m
+`)
+	t.Cleanup(func() {
+		for _, n := range []string{"gadgets", "certs"} {
+			_ = dyn.Resource(crdGVR).Delete(context.Background(), n+"."+resGroup, metav1.DeleteOptions{})
+		}
+	})
+	for _, c := range []*unstructured.Unstructured{crd("Gadget", "gadgets", "Cluster", true, "v1beta1", "v1"), crd("Cert", "certs", "Namespaced", true, "v1")} {
+		if _, err := dyn.Resource(crdGVR).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.CommandContext(ctx, exporter, "rbac", "--config.file="+cfgPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rbac: %v\n%s", err, out)
+	}
+	var role rbacv1.ClusterRole
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096).Decode(&role); err != nil {
+		t.Fatalf("decode the printed ClusterRole: %v\n%s", err, out)
+	}
+	gadgets := schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "gadgets"}
+	certs := schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "certs"}
+	eventually(t, 10*time.Second, "the custom resources served", func() (bool, string) {
+		_, err1 := dyn.Resource(gadgets).List(ctx, metav1.ListOptions{})
+		_, err2 := dyn.Resource(certs).List(ctx, metav1.ListOptions{})
+		return err1 == nil && err2 == nil, fmt.Sprint(err1, err2)
+	})
+
+	t.Run("generated role", func(t *testing.T) {
+		kubeconfig := serviceAccountKubeconfig(t, ctx, "kce-e2e-rbac", &role)
+		e := startExporter(t, "--kubeconfig="+kubeconfig, "--config.file="+cfgPath, "--stall.threshold=1h")
+		body := e.waitReady(60 * time.Second)
+		for _, want := range []string{"resource gadgets.e2e.kce.io: tracking, synced", "resource certs.e2e.kce.io: tracking, synced"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/readyz lacks %q:\n%s", want, body)
+			}
+		}
+		// Two served versions: the preferred one (v1 over v1beta1) is watched.
+		if want := `resource=gadgets.e2e.kce.io state=tracking why="version v1, kind Gadget.e2e.kce.io"`; !strings.Contains(e.logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, tail(e.logs.String(), 30))
+		}
+		mfs := e.scrape()
+		for _, c := range []string{"rollouts", "pods", "endpoints", "resources"} {
+			if v, _ := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); v != 1 {
+				t.Errorf("collector_up{%s} = %v, want 1", c, v)
+			}
+		}
+
+		const d1, d2 = 600 * time.Millisecond, 900 * time.Millisecond
+		// Cluster-scoped, two served versions: the preferred v1 is watched.
+		g := testController{t: t, kind: "Gadget", dyn: dyn.Resource(gadgets)}
+		gt0 := g.create(ctx, "g1")
+		time.Sleep(d1)
+		gt1 := g.setStatus(ctx, "g1", statusOf(1, condition("Ready", "False", 0)))
+		time.Sleep(d2)
+		gt2 := g.setStatus(ctx, "g1", statusOf(1, condition("Ready", "True", 0)))
+		// cert-manager style: no status.observedGeneration, the condition's own.
+		c := testController{t: t, kind: "Cert", dyn: dyn.Resource(certs).Namespace("default")}
+		ct0 := c.create(ctx, "c1")
+		time.Sleep(d1)
+		ct1 := c.setStatus(ctx, "c1", map[string]any{"conditions": []any{condition("Ready", "False", 1)}})
+		time.Sleep(d2)
+		ct2 := c.setStatus(ctx, "c1", map[string]any{"conditions": []any{condition("Ready", "True", 1)}})
+		for _, tc := range []struct {
+			kind, ns, stage string
+			want            time.Duration
+		}{
+			{"Gadget.e2e.kce.io", "", "observed", gt1.Sub(gt0)}, {"Gadget.e2e.kce.io", "", "ready", gt2.Sub(gt0)},
+			{"Cert.e2e.kce.io", "default", "observed", ct1.Sub(ct0)}, {"Cert.e2e.kce.io", "default", "ready", ct2.Sub(ct0)},
+		} {
+			match := map[string]string{"kind": tc.kind, "namespace": tc.ns, "stage": tc.stage, "change": "create"}
+			var sum float64
+			var n uint64
+			eventually(t, 10*time.Second, tc.kind+" "+tc.stage, func() (bool, string) {
+				sum, n = histogram(e.scrape(), "kube_convergence_rollout_duration_seconds", match)
+				return n == 1, fmt.Sprint(n)
+			})
+			if !within(sum, tc.want.Seconds(), 0.3) {
+				t.Errorf("%s %s: %.3f s, want %.3f s (+-0.3 s)", tc.kind, tc.stage, sum, tc.want.Seconds())
+			} else {
+				t.Logf("%s %s (namespace %q): %.3f s measured, %.3f s by the controller's write times", tc.kind, tc.stage, tc.ns, sum, tc.want.Seconds())
+			}
+		}
+
+		// kstatus Stalled=True: reported at once, far before the 10m threshold.
+		c.create(ctx, "c2")
+		stalledAt := c.setStatus(ctx, "c2", map[string]any{"conditions": []any{condition("Ready", "False", 1), condition("Stalled", "True", 1)}})
+		eventually(t, 2*time.Second, "c2 stalled within 2 s", func() (bool, string) {
+			_, ok := value(e.scrape(), "kube_convergence_rollout_stalled_seconds", map[string]string{"kind": "Cert.e2e.kce.io", "name": "c2", "stage": "ready", "reason": "stalled"})
+			return ok, ""
+		})
+		t.Logf("Stalled=True reported %v after the write", time.Since(stalledAt).Round(time.Millisecond))
+		if strings.Contains(strings.ToLower(e.logs.String()), "forbidden") {
+			t.Errorf("a forbidden error under the generated ClusterRole:\n%s", tail(e.logs.String(), 30))
+		}
+	})
+
+	t.Run("one resource forbidden", func(t *testing.T) {
+		partial := role.DeepCopy()
+		for i := range partial.Rules {
+			if slices.Contains(partial.Rules[i].APIGroups, resGroup) {
+				partial.Rules[i].Resources = []string{"gadgets"}
+			}
+		}
+		kubeconfig := serviceAccountKubeconfig(t, ctx, "kce-e2e-partial", partial)
+		e := startExporter(t, "--kubeconfig="+kubeconfig, "--config.file="+cfgPath)
+		state := func(resource, s string) float64 {
+			v, _ := value(e.scrape(), "kube_convergence_resource_state", map[string]string{"resource": resource, "state": s})
+			return v
+		}
+		e.waitReady(60 * time.Second)
+		eventually(t, 15*time.Second, "certs forbidden, gadgets tracking", func() (bool, string) {
+			return state("certs.e2e.kce.io", "forbidden") == 1 && state("gadgets.e2e.kce.io", "tracking") == 1,
+				fmt.Sprint(state("certs.e2e.kce.io", "tracking"))
+		})
+		_, body, _ := e.get("/readyz")
+		if want := "resource certs.e2e.kce.io: forbidden (not tracked, excluded from readiness)"; !strings.Contains(body, want) {
+			t.Errorf("/readyz lacks %q:\n%s", want, body)
+		}
+	})
 }
