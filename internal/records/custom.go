@@ -69,8 +69,20 @@ func NewConvention(r config.Resource) (*Convention, error) {
 // convention reads, extracted by the informer's transform from the decoded
 // JSON, which is then dropped.
 type CustomObject struct {
+	// TypeMeta stays empty: the informer knows the resource.
 	metav1.TypeMeta
+	// ObjectMeta keeps identity, generation and times; its annotations and
+	// managedFields are dropped (Received, Listed and SpecWrite hold what
+	// was read from them).
 	metav1.ObjectMeta
+
+	// Received is when the exporter received the object (Unix ns), Listed
+	// whether a list cycle delivered it (see informers.Stamp).
+	Received int64
+	Listed   bool
+	// SpecWrite is the newest managedFields time touching spec (API side,
+	// one-second precision); zero when unknown.
+	SpecWrite time.Time
 
 	HasStatus bool
 	// ObservedGeneration is read from status.observedGeneration (or the
@@ -94,6 +106,14 @@ type CustomCondition struct {
 	Type, Status, Reason, Message string
 	ObservedGeneration            int64
 	LastTransition                time.Time
+}
+
+// Receipt implements informers.Receipt.
+func (o *CustomObject) Receipt() (time.Time, bool) {
+	if o.Received == 0 {
+		return time.Time{}, o.Listed
+	}
+	return time.Unix(0, o.Received), o.Listed
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -122,7 +142,6 @@ func (c *Convention) Transform(obj any) (any, error) {
 // Compact extracts what the convention reads from u.
 func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 	o := &CustomObject{
-		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
 			Generation: u.GetGeneration(), CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
@@ -130,6 +149,13 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 		},
 	}
 	informers.CompactMeta(&o.ObjectMeta)
+	o.SpecWrite = SpecWritten(&o.ObjectMeta)
+	at, listed := informers.Received(&o.ObjectMeta)
+	o.Received, o.Listed = at.UnixNano(), listed
+	if at.IsZero() {
+		o.Received = 0
+	}
+	o.Annotations = nil
 	status, _ := u.Object["status"].(map[string]any)
 	o.HasStatus = len(status) > 0
 	if v, ok := status["observedGeneration"]; ok {
@@ -237,7 +263,7 @@ func contains(list []string, s string) bool {
 func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Workload {
 	w := tracker.Workload{
 		Kind: kind, UID: string(o.UID), Namespace: o.Namespace, Name: o.Name,
-		Generation: o.Generation, Created: o.CreationTimestamp.Time, SpecWritten: SpecWritten(&o.ObjectMeta),
+		Generation: o.Generation, Created: o.CreationTimestamp.Time, SpecWritten: o.SpecWrite,
 		Custom: &tracker.Custom{},
 	}
 	f := w.Custom

@@ -112,7 +112,7 @@ func TestCustomRecords(t *testing.T) {
 			if want := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC); !w.SpecWritten.Equal(want) {
 				t.Errorf("spec written %v, want %v (newest managedFields time touching f:spec)", w.SpecWritten, want)
 			}
-			if len(o.ManagedFields) != 0 || len(o.Annotations) != 2 {
+			if len(o.ManagedFields) != 0 || len(o.Annotations) != 0 {
 				t.Errorf("not compacted: managedFields %d, annotations %v", len(o.ManagedFields), o.Annotations)
 			}
 			// Idempotent: a second pass of the transform changes nothing.
