@@ -43,7 +43,7 @@ func certificate(i int, gen int64, ready bool) *unstructured.Unstructured {
 			},
 		},
 		"spec": map[string]any{"secretName": name, "dnsNames": []any{name + ".shop.example.com", name + ".internal.example.com"},
-			"issuerRef": map[string]any{"name": "letsencrypt", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+			"issuerRef":  map[string]any{"name": "letsencrypt", "kind": "ClusterIssuer", "group": "cert-manager.io"},
 			"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"}},
 		"status": map[string]any{
 			"notAfter": "2027-03-01T10:00:00Z", "notBefore": "2026-12-01T10:00:00Z", "renewalTime": "2027-01-30T10:00:00Z", "revision": int64(3),
