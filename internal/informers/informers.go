@@ -94,7 +94,7 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		return inf, nil
 	}
 	if r == CustomResourceDefinitions && f.dynamic != nil {
-		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD)
+		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD, indexersOf(r))
 		if err != nil {
 			return nil, err
 		}
