@@ -136,9 +136,12 @@ func sumFamily(mfs map[string]*dto.MetricFamily, name string, match map[string]s
 // A CRD installed after the exporter started is tracked within 10 s; a
 // test controller observes a new object after d1 and sets Ready=True d2
 // later: the exporter's observed and ready stages match the controller's
-// own write times within 0.3 s. Then its CRD is deleted: the episode in
-// flight closes as deleted, the state is crd_missing, and the informer
-// stops (no further relists). A CRD without status subresource is refused.
+// own write times within 0.3 s. With the controller stopped, a new object
+// and a spec change show not_observed past their 2 s stallThreshold. Then
+// the CRD is deleted: the episodes in flight close as deleted, the state is
+// crd_missing, and the informer stops (no further relists). A CRD without
+// status subresource is refused; a configured observedGeneration path absent
+// from an object counts one decode error.
 func TestResourcesCustomResourceLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -150,6 +153,9 @@ resources:
     stallThreshold: 2s
   - group: e2e.kce.io
     resource: nostatuses
+  - group: e2e.kce.io
+    resource: probes
+    observedGeneration: '{.status.seen}'
 `)
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg)
 	body := e.waitReady(60 * time.Second)
@@ -165,12 +171,13 @@ resources:
 
 	// Hot-plug: install the CRDs now.
 	t.Cleanup(func() {
-		for _, n := range []string{"widgets", "nostatuses"} {
+		for _, n := range []string{"widgets", "nostatuses", "probes"} {
 			_ = dyn.Resource(crdGVR).Delete(context.Background(), n+"."+resGroup, metav1.DeleteOptions{})
 		}
 	})
 	installed := time.Now()
-	for _, c := range []*unstructured.Unstructured{crd("Widget", "widgets", "Namespaced", true, "v1"), crd("NoStatus", "nostatuses", "Namespaced", false, "v1")} {
+	for _, c := range []*unstructured.Unstructured{crd("Widget", "widgets", "Namespaced", true, "v1"), crd("NoStatus", "nostatuses", "Namespaced", false, "v1"),
+		crd("Probe", "probes", "Namespaced", true, "v1")} {
 		if _, err := dyn.Resource(crdGVR).Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -232,16 +239,58 @@ resources:
 		v, ok := value(e.scrape(), "kube_convergence_rollout_stalled_seconds", map[string]string{"kind": "Widget.e2e.kce.io", "name": "w2", "stage": "observed", "reason": "not_observed"})
 		return ok && v > 2, fmt.Sprint(v, ok)
 	})
+	// The controller stopped: a spec change of w1 (generation 2, change
+	// other) is not observed and shows not_observed past 2 s, not before.
+	u, err := ctl.dyn.Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["spec"] = map[string]any{"size": int64(2)}
+	if _, err := ctl.dyn.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changed := time.Now()
+	w1Stalled := func() (float64, bool) {
+		return value(e.scrape(), "kube_convergence_rollout_stalled_seconds", map[string]string{"kind": "Widget.e2e.kce.io", "name": "w1", "stage": "observed", "reason": "not_observed"})
+	}
+	if _, ok := w1Stalled(); ok && time.Since(changed) < 1500*time.Millisecond {
+		t.Error("w1 reported stalled before its 2 s stallThreshold")
+	}
+	eventually(t, 10*time.Second, "w1 stalled not_observed after its spec change", func() (bool, string) {
+		v, ok := w1Stalled()
+		return ok && v > 2, fmt.Sprint(v, ok)
+	})
+	if v, _ := value(e.scrape(), "kube_convergence_rollouts_in_progress", map[string]string{"kind": "Widget.e2e.kce.io", "namespace": "default"}); v != 2 {
+		t.Errorf("rollouts_in_progress = %v, want 2 (w1 generation 2, w2)", v)
+	}
+
+	// A configured observedGeneration path absent from an object: one
+	// decode error and one log line per object, however often it changes.
+	probes := testController{t: t, kind: "Probe", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "probes"}).Namespace("default")}
+	eventually(t, 10*time.Second, "probes tracking", func() (bool, string) {
+		_, err := probes.dyn.List(ctx, metav1.ListOptions{})
+		return state("probes.e2e.kce.io", "tracking") == 1 && err == nil, fmt.Sprint(err)
+	})
+	probes.create(ctx, "p1")
+	probes.setStatus(ctx, "p1", statusOf(1, condition("Ready", "False", 0)))
+	probes.setStatus(ctx, "p1", statusOf(1, condition("Ready", "True", 0)))
+	eventually(t, 10*time.Second, "one decode error", func() (bool, string) {
+		v, _ := value(e.scrape(), "kube_convergence_resource_decode_errors_total", map[string]string{"resource": "probes.e2e.kce.io"})
+		return v == 1, fmt.Sprint(v)
+	})
+	if n := strings.Count(e.logs.String(), "cannot read observedGeneration"); n != 1 {
+		t.Errorf("%d decode error log lines, want 1", n)
+	}
 
 	// Delete the CRD: w2's episode closes as deleted, the state is
 	// crd_missing, and the informer stops relisting.
 	if err := dyn.Resource(crdGVR).Delete(ctx, "widgets."+resGroup, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "crd_missing and w2 deleted", func() (bool, string) {
+	eventually(t, 30*time.Second, "crd_missing, w1 and w2 deleted", func() (bool, string) {
 		mfs := e.scrape()
 		del := sumFamily(mfs, "kube_convergence_rollouts_total", map[string]string{"kind": "Widget.e2e.kce.io", "outcome": "deleted"})
-		return state("widgets.e2e.kce.io", "crd_missing") == 1 && del == 1, fmt.Sprint("deleted=", del)
+		return state("widgets.e2e.kce.io", "crd_missing") == 1 && del == 2, fmt.Sprint("deleted=", del)
 	})
 	eventually(t, 30*time.Second, "the CRD gone", func() (bool, string) {
 		_, err := dyn.Resource(crdGVR).Get(ctx, "widgets."+resGroup, metav1.GetOptions{})
@@ -255,8 +304,11 @@ resources:
 	if after := relists(); after != before {
 		t.Errorf("widgets relisted %v times after its CRD was deleted", after-before)
 	}
-	if _, ok := value(e.scrape(), "kube_convergence_rollout_stalled_seconds", map[string]string{"name": "w2"}); ok {
-		t.Error("w2 still stalled after its CRD was deleted")
+	if _, ok := value(e.scrape(), "kube_convergence_rollout_stalled_seconds", map[string]string{"kind": "Widget.e2e.kce.io"}); ok {
+		t.Error("a widget still stalled after its CRD was deleted")
+	}
+	if v, _ := value(e.scrape(), "kube_convergence_rollouts_in_progress", map[string]string{"kind": "Widget.e2e.kce.io", "namespace": "default"}); v != 0 {
+		t.Errorf("rollouts_in_progress = %v after the CRD was deleted, want 0 (kept at 0)", v)
 	}
 }
 
