@@ -333,7 +333,7 @@ func TestResourcesBadJSONPathExits(t *testing.T) {
 
 // serviceAccountKubeconfig creates a ServiceAccount bound to role and
 // returns a kubeconfig with its token: a user with exactly role's rights.
-func serviceAccountKubeconfig(t *testing.T, ctx context.Context, name string, role *rbacv1.ClusterRole) string {
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, name string, role *rbacv1.ClusterRole) string {
 	t.Helper()
 	role = role.DeepCopy()
 	role.Name = name
@@ -420,7 +420,7 @@ resources:
 	})
 
 	t.Run("generated role", func(t *testing.T) {
-		kubeconfig := serviceAccountKubeconfig(t, ctx, "kce-e2e-rbac", &role)
+		kubeconfig := serviceAccountKubeconfig(ctx, t, "kce-e2e-rbac", &role)
 		e := startExporter(t, "--kubeconfig="+kubeconfig, "--config.file="+cfgPath, "--stall.threshold=1h")
 		body := e.waitReady(60 * time.Second)
 		for _, want := range []string{"resource gadgets.e2e.kce.io: tracking, synced", "resource certs.e2e.kce.io: tracking, synced"} {
@@ -495,7 +495,7 @@ resources:
 				partial.Rules[i].Resources = []string{"gadgets"}
 			}
 		}
-		kubeconfig := serviceAccountKubeconfig(t, ctx, "kce-e2e-partial", partial)
+		kubeconfig := serviceAccountKubeconfig(ctx, t, "kce-e2e-partial", partial)
 		e := startExporter(t, "--kubeconfig="+kubeconfig, "--config.file="+cfgPath)
 		state := func(resource, s string) float64 {
 			v, _ := value(e.scrape(), "kube_convergence_resource_state", map[string]string{"resource": resource, "state": s})

@@ -85,10 +85,10 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 	for i := range c.Resources {
 		r := &c.Resources[i]
 		line := func(key string) int {
-			if l := pos.itemLine("resources", i, key); l > 0 {
+			if l := pos.resourceLine(i, key); l > 0 {
 				return l
 			}
-			return pos.itemLine("resources", i, "")
+			return pos.resourceLine(i, "")
 		}
 		switch {
 		case r.Group == "":
@@ -115,7 +115,7 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 				add(line("observedGeneration"), "resources[%d].observedGeneration: %v", i, err)
 			}
 		}
-		condLine := pos.itemLine("resources", i, "conditions")
+		condLine := pos.resourceLine(i, "conditions")
 		if len(r.Ready) > 0 && condLine > 0 {
 			add(condLine, "resources[%d]: conditions and ready are exclusive (ready replaces conditions)", i)
 		}
@@ -133,16 +133,16 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 		if len(r.Ready) == 0 && len(r.Conditions) == 0 && condLine == 0 {
 			r.Conditions = []string{"Ready"}
 		}
-		if l := pos.itemLine("resources", i, "stallThreshold"); l > 0 && r.StallThreshold <= 0 {
+		if l := pos.resourceLine(i, "stallThreshold"); l > 0 && r.StallThreshold <= 0 {
 			add(l, "resources[%d].stallThreshold: must be a positive duration such as \"10m\", got %v", i, time.Duration(r.StallThreshold))
 		}
 	}
 }
 
-// itemLine is the line of key in the i-th item of the sequence at seq (the
-// item's own line for an empty key), 0 if absent.
-func (p positions) itemLine(seq string, i int, key string) int {
-	_, n := p.find(seq)
+// resourceLine is the line of key in the i-th item of the resources list
+// (the item's own line for an empty key), 0 if absent.
+func (p positions) resourceLine(i int, key string) int {
+	_, n := p.find("resources")
 	if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
 		return 0
 	}

@@ -324,7 +324,7 @@ func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Worklo
 	for i := range o.Conditions {
 		byType[o.Conditions[i].Type] = &o.Conditions[i]
 	}
-	var false_, unknown, missing bool
+	var isFalse, unknown, missing bool
 	if len(o.Ready) > 0 {
 		f.Ready = true
 		for _, ok := range o.Ready {
@@ -338,7 +338,7 @@ func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Worklo
 			case c == nil:
 				missing = true
 			case c.Status == "False":
-				false_ = true
+				isFalse = true
 			case c.Status != "True" || (c.ObservedGeneration > 0 && c.ObservedGeneration < o.Generation):
 				// True for an older generation says nothing of this one.
 				unknown = true
@@ -356,7 +356,7 @@ func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Worklo
 		f.Reason = tracker.ReasonStalled
 	case isTrue(ConditionReconciling):
 		f.Reason = tracker.ReasonReconciling
-	case false_:
+	case isFalse:
 		f.Reason = tracker.ReasonConditionFalse
 	case unknown:
 		f.Reason = tracker.ReasonConditionUnknown
