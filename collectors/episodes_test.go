@@ -23,7 +23,9 @@ type fixedSource struct {
 	stalled []tracker.Stall
 }
 
-func (f fixedSource) Episodes(time.Time) ([]tracker.Episode, []tracker.Stall) { return f.open, f.stalled }
+func (f fixedSource) Episodes(time.Time) ([]tracker.Episode, []tracker.Stall) {
+	return f.open, f.stalled
+}
 
 func stall(kind tracker.Kind, name string, age time.Duration) tracker.Stall {
 	return tracker.Stall{Episode: tracker.Episode{Kind: kind, UID: "uid-" + name, Namespace: "ns", Name: name},
