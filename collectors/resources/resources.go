@@ -197,25 +197,22 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.ep.ForgetNamespace); err != nil {
 		return fmt.Errorf("resources: %w", err)
 	}
-	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), crds.HasSynced) {
-			return
-		}
+	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{crds}, func() error {
 		// Every CRD present has been handled: the others are missing.
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.crdSynced = true
 		for _, name := range c.order {
 			if r := c.resources[name]; r.state == "" {
 				c.setState(name, r, StateCRDMissing, "no CustomResourceDefinition")
 			}
 		}
-		c.mu.Unlock()
-		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.ep.Observe(c.tr.Tick(now), c.logger)
-		})
-	}()
+		return nil
+	}, c.now, func(now time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.ep.Observe(c.tr.Tick(now), c.logger)
+	})
 	go func() {
 		<-ctx.Done()
 		c.mu.Lock()

@@ -8,6 +8,7 @@ package rollouts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -125,30 +126,23 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace); err != nil {
 		return fmt.Errorf("rollouts: %w", err)
 	}
-	go func() {
-		syncs := make([]cache.InformerSynced, 0, len(facts))
-		for _, inf := range facts {
-			syncs = append(syncs, inf.HasSynced)
-		}
-		if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
-			return
-		}
+	collectors.AfterSync(ctx, c.logger, facts, func() error {
+		var errs []error
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
 			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
 				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
 				DeleteFunc: c.onWorkloadDelete,
 			})); err != nil {
-				c.logger.Error("cannot watch workloads", "err", err)
+				errs = append(errs, fmt.Errorf("watch workloads: %w", err))
 			}
 		}
-		// Report threshold crossings every second.
-		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.observe(c.tr.Tick(now))
-		})
-	}()
+		return errors.Join(errs...)
+	}, c.now, func(now time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.observe(c.tr.Tick(now))
+	})
 	return nil
 }
 
