@@ -79,6 +79,7 @@ type resource struct {
 	// so that events still queued from a stopped informer are ignored.
 	version string
 	inf     cache.SharedIndexInformer
+	handler cache.ResourceEventHandler
 	stop    context.CancelFunc
 	run     int
 }
@@ -343,14 +344,18 @@ func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string)
 		}
 		c.logger.Warn("list/watch of a custom resource failed, retrying", "resource", name, "err", err)
 	})
-	if _, err := inf.AddEventHandler(c.f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
+	h := c.f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, initial bool) { c.onObject(r, run, obj, initial) },
 		UpdateFunc: func(_, obj any) { c.onObject(r, run, obj, false) },
 		DeleteFunc: func(obj any) { c.onDelete(r, run, obj) },
-	})); err != nil {
+	})
+	if _, err := inf.AddEventHandler(h); err != nil {
+		c.f.ForgetHandler(h)
+		r.inf, r.version = nil, ""
 		c.logger.Error("cannot track a custom resource", "resource", name, "err", err)
 		return
 	}
+	r.handler = h
 	ctx, cancel := context.WithCancel(c.ctx)
 	r.stop = cancel
 	c.setState(name, r, StateTracking, fmt.Sprintf("version %s, kind %s", v, kind))
@@ -381,7 +386,8 @@ func (c *Collector) untrack(r *resource, now time.Time) {
 			c.ep.Observe(c.tr.Delete(string(o.UID), now), c.logger)
 		}
 	}
-	r.inf, r.stop, r.version = nil, nil, ""
+	c.f.ForgetHandler(r.handler)
+	r.inf, r.stop, r.version, r.handler = nil, nil, "", nil
 }
 
 // setState records and logs a state change; c.mu is held.
