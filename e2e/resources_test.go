@@ -556,3 +556,75 @@ func TestResourcesDemoBackups(t *testing.T) {
 		}
 	}
 }
+
+// A CRD that starts serving a newer version: the exporter switches its
+// informer to the new preferred version, and the episode in flight goes on
+// (not closed as deleted) and is measured when its controller observes it.
+func TestResourcesVersionSwitchKeepsEpisodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, "resources:\n  - {group: e2e.kce.io, resource: dials}\n"))
+	e.waitReady(60 * time.Second)
+	t.Cleanup(func() { _ = dyn.Resource(crdGVR).Delete(context.Background(), "dials."+resGroup, metav1.DeleteOptions{}) })
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Dial", "dials", "Namespaced", true, "v1beta1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := testController{t: t, kind: "Dial", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1beta1", Resource: "dials"}).Namespace("default")}
+	eventually(t, 10*time.Second, "dials served", func() (bool, string) {
+		_, err := old.dyn.List(ctx, metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	eventually(t, 10*time.Second, "tracking v1beta1", func() (bool, string) {
+		return strings.Contains(e.logs.String(), `resource=dials.e2e.kce.io state=tracking why="version v1beta1`), ""
+	})
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": resGroup + "/v1beta1", "kind": "Dial",
+		"metadata": map[string]any{"name": "d1"}, "spec": map[string]any{"size": int64(1)}}}
+	if _, err := old.dyn.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	// Serve v1 too: the preferred version becomes v1.
+	err := retryOnConflict(func() error {
+		u, err := dyn.Resource(crdGVR).Get(ctx, "dials."+resGroup, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		vs, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		v1 := crd("Dial", "dials", "Namespaced", true, "v1").Object["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)
+		v1["storage"] = false
+		_ = unstructured.SetNestedSlice(u.Object, append(vs, v1), "spec", "versions")
+		_, err = dyn.Resource(crdGVR).Update(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "watching v1", func() (bool, string) {
+		return strings.Contains(e.logs.String(), `msg="custom resource: watching another version" collector=resources resource=dials.e2e.kce.io from=v1beta1 to=v1`), ""
+	})
+	ctl := testController{t: t, kind: "Dial", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "dials"}).Namespace("default")}
+	t1 := ctl.setStatus(ctx, "d1", statusOf(1, condition("Ready", "True", 0)))
+	match := map[string]string{"kind": "Dial.e2e.kce.io", "stage": "ready", "change": "create"}
+	var sum float64
+	eventually(t, 10*time.Second, "d1 ready measured", func() (bool, string) {
+		var n uint64
+		sum, n = histogram(e.scrape(), "kube_convergence_rollout_duration_seconds", match)
+		return n == 1, fmt.Sprint(n)
+	})
+	if !within(sum, t1.Sub(t0).Seconds(), 0.3) {
+		t.Errorf("ready %.3f s, want %.3f s (+-0.3 s)", sum, t1.Sub(t0).Seconds())
+	}
+	if del := sumFamily(e.scrape(), "kube_convergence_rollouts_total", map[string]string{"kind": "Dial.e2e.kce.io", "outcome": "deleted"}); del != 0 {
+		t.Errorf("%v episodes closed as deleted by the version switch", del)
+	}
+}
+
+func retryOnConflict(f func() error) error {
+	for i := 0; ; i++ {
+		err := f()
+		if !apierrors.IsConflict(err) || i == 5 {
+			return err
+		}
+	}
+}

@@ -82,6 +82,22 @@ type resource struct {
 	handler cache.ResourceEventHandler
 	stop    context.CancelFunc
 	run     int
+	// prev is the informer of the version watched before a switch, kept
+	// running until the new one has synced so that no change goes unseen
+	// while the API server starts serving the new version.
+	prev *previous
+}
+
+type previous struct {
+	inf     cache.SharedIndexInformer
+	handler cache.ResourceEventHandler
+	stop    context.CancelFunc
+	run     int
+}
+
+// current reports whether run is one of r's running informers.
+func (r *resource) current(run int) bool {
+	return run == r.run || (r.prev != nil && run == r.prev.run)
 }
 
 // New returns the resources collector, feeding ep (shared with rollouts).
@@ -219,6 +235,9 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, r := range c.resources {
+			if r.prev != nil {
+				r.prev.stop()
+			}
 			if r.stop != nil {
 				r.stop()
 			}
@@ -314,13 +333,27 @@ func (c *Collector) onCRD(obj any, deleted bool) {
 		c.setState(name, r, StateNoStatusSubresource, fmt.Sprintf("version %s has no status subresource: status writes bump metadata.generation, so it could never converge", v))
 	case r.inf != nil && r.version == v:
 		// Tracking already (or forbidden, retried by its reflector).
+	case r.inf != nil:
+		// Another version is now the one to watch (a new preferred served
+		// version): the objects are the same, so their episodes go on. The
+		// old informer runs until the new one has synced (the API server
+		// may take a moment to serve the new version); objects the new one
+		// does not list are then closed as deleted.
+		c.logger.Info("custom resource: watching another version", "resource", name, "from", r.version, "to", v)
+		if r.prev != nil {
+			r.prev.stop()
+			c.f.ForgetHandler(r.prev.handler)
+		}
+		r.prev = &previous{inf: r.inf, handler: r.handler, stop: r.stop, run: r.run}
+		r.inf, r.handler, r.stop = nil, nil, nil
+		c.track(name, r, tracker.Kind(facts.kind+"."+group), v)
 	default:
-		c.untrack(r, now)
 		c.track(name, r, tracker.Kind(facts.kind+"."+group), v)
 	}
 }
 
-// track starts the informer of r at version v; c.mu is held.
+// track starts the informer of r at version v; c.mu is held. Once it has
+// synced it replaces r.prev, if any.
 func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string) {
 	res := informers.Resource{Group: r.cfg.Group, Version: v, Resource: r.cfg.Resource}
 	inf, err := c.f.Dynamic(res, r.conv.Transform)
@@ -361,12 +394,34 @@ func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string)
 	c.setState(name, r, StateTracking, fmt.Sprintf("version %s, kind %s", v, kind))
 	go inf.RunWithContext(ctx)
 	go func() {
-		// A list that was forbidden and is allowed later syncs: tracking again.
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if r.run == run && r.state == StateForbidden {
-				c.setState(name, r, StateTracking, "list allowed")
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if r.run != run {
+			return
+		}
+		// A list that was forbidden and is allowed later: tracking again.
+		if r.state == StateForbidden {
+			c.setState(name, r, StateTracking, "list allowed")
+		}
+		if r.prev == nil {
+			return
+		}
+		prev := uidsOf(r.prev.inf)
+		r.prev.stop()
+		c.f.ForgetHandler(r.prev.handler)
+		r.prev = nil
+		listed := map[string]bool{}
+		for _, uid := range uidsOf(inf) {
+			listed[uid] = true
+		}
+		now := c.now()
+		for _, uid := range prev {
+			if !listed[uid] {
+				c.forget(uid)
+				c.ep.Observe(c.tr.Delete(uid, now), c.logger)
 			}
 		}
 	}()
@@ -375,19 +430,43 @@ func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string)
 // untrack stops r's informer and closes its episodes in flight as deleted;
 // c.mu is held.
 func (c *Collector) untrack(r *resource, now time.Time) {
+	for _, uid := range c.stop(r) {
+		c.forget(uid)
+		c.ep.Observe(c.tr.Delete(uid, now), c.logger)
+	}
+}
+
+// stop stops r's informer, if any, and returns the UIDs it held; c.mu is
+// held. Events still queued from it are ignored (run changes).
+func (c *Collector) stop(r *resource) []string {
+	var uids []string
+	if p := r.prev; p != nil {
+		p.stop()
+		c.f.ForgetHandler(p.handler)
+		uids = uidsOf(p.inf)
+		r.prev = nil
+	}
 	if r.inf == nil {
-		return
+		return uids
 	}
 	r.stop()
 	r.run++
-	for _, obj := range r.inf.GetStore().List() {
-		if o, ok := obj.(*records.CustomObject); ok {
-			c.forget(string(o.UID))
-			c.ep.Observe(c.tr.Delete(string(o.UID), now), c.logger)
-		}
-	}
+	uids = append(uids, uidsOf(r.inf)...)
 	c.f.ForgetHandler(r.handler)
 	r.inf, r.stop, r.version, r.handler = nil, nil, "", nil
+	return uids
+}
+
+// uidsOf lists the UIDs in an informer's store (duplicates across two
+// informers of one resource are harmless: a second Delete is a no-op).
+func uidsOf(inf cache.SharedIndexInformer) []string {
+	var uids []string
+	for _, obj := range inf.GetStore().List() {
+		if o, ok := obj.(*records.CustomObject); ok {
+			uids = append(uids, string(o.UID))
+		}
+	}
+	return uids
 }
 
 // setState records and logs a state change; c.mu is held.
@@ -418,7 +497,7 @@ func (c *Collector) onObject(r *resource, run int, obj any, initial bool) {
 	now, listed := informers.ReceivedOr(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r.run != run {
+	if !r.current(run) {
 		return // a stopped informer's event, queued before the stop
 	}
 	name := r.cfg.String()
@@ -451,7 +530,7 @@ func (c *Collector) onDelete(r *resource, run int, obj any) {
 	now, _ := informers.ReceivedOr(o, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r.run != run {
+	if !r.current(run) {
 		return
 	}
 	c.forget(string(o.UID))
