@@ -566,7 +566,9 @@ func TestResourcesVersionSwitchKeepsEpisodes(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, "resources:\n  - {group: e2e.kce.io, resource: dials}\n"))
 	e.waitReady(60 * time.Second)
-	t.Cleanup(func() { _ = dyn.Resource(crdGVR).Delete(context.Background(), "dials."+resGroup, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(crdGVR).Delete(context.Background(), "dials."+resGroup, metav1.DeleteOptions{})
+	})
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Dial", "dials", "Namespaced", true, "v1beta1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
