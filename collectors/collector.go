@@ -70,3 +70,12 @@ func OnNamespaceDeleted(f *informers.Factory, collector string, fn func(namespac
 	}))
 	return err
 }
+
+// ReadinessReporter is implemented by a collector whose readiness depends on
+// more than the informers of its Resources: the resources collector starts
+// an informer per custom resource as its CRD appears. Synced is false while
+// one it counts has not synced; lines go to the /readyz body, naming what is
+// left out of readiness and why.
+type ReadinessReporter interface {
+	Readiness() (synced bool, lines []string)
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
@@ -77,8 +78,13 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
+	// The exporter tracks the demo's custom resource (Backups) too.
+	cfgPath := filepath.Join(sb.Dir(), "kce.yaml")
+	if err := os.WriteFile(cfgPath, []byte(demo.BackupsConfig), 0o600); err != nil {
+		return err
+	}
 	exp := exec.CommandContext(context.WithoutCancel(ctx), bin, "--kubeconfig="+sb.Kubeconfig(""), "--web.listen-address="+addr,
-		"--stall.threshold=30s", "--web.external-url=http://"+addr+"/")
+		"--stall.threshold=30s", "--web.external-url=http://"+addr+"/", "--config.file="+cfgPath)
 	exp.Stdout, exp.Stderr = logFile, logFile
 	exp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := exp.Start(); err != nil {
@@ -124,6 +130,15 @@ func run() error {
 		return err
 	}
 	go demo.Churn(ctx, client, logger)
+	dyn, err := dynamic.NewForConfig(sb.AdminConfig())
+	if err != nil {
+		return err
+	}
+	say("Installing the demo custom resource (backups.%s) and its controller...", demo.BackupGroup)
+	if err := demo.InstallBackups(ctx, dyn); err != nil {
+		return err
+	}
+	go demo.RunBackupController(ctx, dyn, logger)
 
 	say(`
 kube-convergence-exporter demo is running. Where to look:
@@ -143,10 +158,12 @@ kube-convergence-exporter demo is running. Where to look:
 
 Rollouts converge quickly (demo/web), slowly (demo/slow), never (demo/never-ready: pods never Ready)
 and are blocked by a quota (demo-quota/over-quota); demo/db (StatefulSet) and demo/agent (DaemonSet)
-roll too. demo/sandbox pods report PodReadyToStartContainers. Every Service's endpoints lag its pods
+roll too. Backups (a custom resource, kind Backup.demo.kce.io) are reconciled by a small controller of the
+demo's: observed after %[8]v, Ready %[9]v later; demo/broken gives up (Stalled=True, reported at once).
+demo/sandbox pods report PodReadyToStartContainers. Every Service's endpoints lag its pods
 by up to %[7]v (the controller-manager batches slice updates); demo/web-canary's selector moves.
 Stalls show after 30 s. Press Ctrl-C to stop everything.
-`, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod)
+`, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod, demo.BackupObserveDelay, demo.BackupReadyDelay)
 
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()

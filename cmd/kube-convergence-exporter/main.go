@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	webflag "github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -91,6 +92,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	serveCmd.Flag("stall.threshold", "Age after which an unconverged object is reported as stalled (per-kind overrides in --config.file).").Default(config.DefaultStallThreshold.String()).DurationVar(&f.stallThreshold)
 	promslogflag.AddFlags(app, &f.log)
 	sloDispatch := addSLOCommands(app)
+	rbacDispatch := addRBACCommand(app)
 
 	cmd, err := app.Parse(args)
 	if exitCode >= 0 {
@@ -101,6 +103,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if handled, code := sloDispatch(cmd, stdout, stderr); handled {
+		return code
+	}
+	if handled, code := rbacDispatch(cmd, stdout, stderr); handled {
 		return code
 	}
 	if err := f.validate(); err != nil {
@@ -157,6 +162,15 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 
 	factory := informers.New(client, wrap, logger)
+	if len(cfg.Resources) > 0 {
+		// Custom resources are served as JSON only; the dynamic client
+		// asks for JSON whatever restCfg says.
+		dyn, err := dynamic.NewForConfig(restCfg)
+		if err != nil {
+			return fmt.Errorf("dynamic client from %s: %w", source, err)
+		}
+		factory.SetDynamic(dyn)
+	}
 	var enabled []kcecollectors.Collector
 	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger}) {
 		if cfg.Enabled(c.Name()) {

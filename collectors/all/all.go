@@ -9,6 +9,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -36,24 +37,40 @@ func Collectors(o Options) []collectors.Collector {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	// One set of rollout episode families, fed by workloads and custom
+	// resources alike.
+	episodes := collectors.NewEpisodes(o.Config, o.Now)
 	return []collectors.Collector{
-		rollouts.New(o.Config, o.StallThreshold, o.Logger, o.Now),
+		rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
 		endpoints.New(o.Config, o.Logger, o.Now),
+		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 	}
 }
 
 // Resources returns every resource any collector reads, deduplicated, in a
-// stable order: what the exporter's ClusterRole must allow to list and watch.
-func Resources() []informers.Resource {
+// stable order: what the exporter's ClusterRole must allow to list and watch
+// with the default configuration.
+func Resources() []informers.Resource { return ResourcesOf(config.Default()) }
+
+// ResourcesOf returns every resource the collectors enabled by cfg read,
+// the configured custom resources included: what `kube-convergence-exporter
+// rbac --config.file FILE` grants.
+func ResourcesOf(cfg *config.Config) []informers.Resource {
 	seen := map[informers.Resource]bool{}
 	var out []informers.Resource
-	for _, c := range Collectors(Options{}) {
+	for _, c := range Collectors(Options{Config: cfg}) {
+		if !cfg.Enabled(c.Name()) {
+			continue
+		}
 		for _, r := range c.Resources() {
 			if !seen[r] {
 				seen[r] = true
 				out = append(out, r)
 			}
+		}
+		if cr, ok := c.(interface{ CustomResources() []informers.Resource }); ok {
+			out = append(out, cr.CustomResources()...)
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ package rollouts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -36,29 +37,33 @@ type Collector struct {
 	now    func() time.Time
 	m      *metrics
 
-	mu              sync.Mutex // guards tr and the maps below; handlers of different informers run concurrently
-	tr              *tracker.RolloutTracker
-	seenInProgress  map[[2]string]bool
-	droppedEpisodes map[string]bool
+	mu sync.Mutex // guards tr; handlers of different informers run concurrently
+	tr *tracker.RolloutTracker
 
 	view *view
 }
 
-// New returns the rollouts collector. stall is --stall.threshold; the
-// config file may override it per kind.
+// New returns the rollouts collector with episode metrics of its own. stall
+// is --stall.threshold; the config file may override it per kind.
 func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
-	return &Collector{
+	return NewWith(collectors.NewEpisodes(cfg, now), cfg, stall, logger, now)
+}
+
+// NewWith returns the rollouts collector feeding ep, the episode metrics it
+// shares with other collectors (resources).
+func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
+	c := &Collector{
 		cfg:    cfg,
 		logger: logger.With("collector", Name),
 		now:    now,
-		m:      newMetrics(),
+		m:      newMetrics(ep),
 		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
 			Thresholds: latency.RolloutBuckets,
 			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
 		}),
-		seenInProgress:  map[[2]string]bool{},
-		droppedEpisodes: map[string]bool{},
 	}
+	ep.Feed(c)
+	return c
 }
 
 // Name implements collectors.Collector.
@@ -75,10 +80,7 @@ func (c *Collector) Resources() []informers.Resource {
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	if err := c.m.register(reg); err != nil {
-		return err
-	}
-	return reg.Register(scrape{c})
+	return c.m.register(reg)
 }
 
 // Start implements collectors.Collector. Workload handlers are attached only
@@ -124,30 +126,23 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace); err != nil {
 		return fmt.Errorf("rollouts: %w", err)
 	}
-	go func() {
-		syncs := make([]cache.InformerSynced, 0, len(facts))
-		for _, inf := range facts {
-			syncs = append(syncs, inf.HasSynced)
-		}
-		if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
-			return
-		}
+	collectors.AfterSync(ctx, c.logger, facts, func() error {
+		var errs []error
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
 			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
 				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
 				DeleteFunc: c.onWorkloadDelete,
 			})); err != nil {
-				c.logger.Error("cannot watch workloads", "err", err)
+				errs = append(errs, fmt.Errorf("watch workloads: %w", err))
 			}
 		}
-		// Report threshold crossings every second.
-		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.observe(c.tr.Tick(now))
-		})
-	}()
+		return errors.Join(errs...)
+	}, c.now, func(now time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.observe(c.tr.Tick(now))
+	})
 	return nil
 }
 

@@ -25,11 +25,12 @@ const (
 	Pods      = "pods"
 	Endpoints = "endpoints"
 	Watch     = "watch"
+	Resources = "resources"
 )
 
 // KnownCollectors lists every collector name the file may mention, in the
 // order they are started.
-var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch}
+var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources}
 
 // Namespace label modes.
 const (
@@ -56,6 +57,9 @@ type Config struct {
 	NamespaceLabel NamespaceLabel `yaml:"namespaceLabel"`
 	// Stall configures when an unconverged object counts as stalled.
 	Stall Stall `yaml:"stall"`
+	// Resources lists the custom resources the resources collector tracks
+	// (none by default).
+	Resources []Resource `yaml:"resources"`
 }
 
 // CollectorConfig is one collector's settings.
@@ -232,6 +236,7 @@ func (c *Config) validate(pos positions) error {
 	if c.Stall.SeriesLimit <= 0 {
 		add(pos.line("stall", "seriesLimit"), "stall.seriesLimit: must be positive, got %d (it caps the per-object stalled series of each collector)", c.Stall.SeriesLimit)
 	}
+	c.validateResources(pos, add)
 	if len(errs) > 0 {
 		// One line: the error ends up as a single slog attribute.
 		return errors.New(strings.Join(errs, "; "))

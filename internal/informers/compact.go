@@ -215,3 +215,9 @@ func compactPod(p *corev1.Pod) {
 	p.Status.PodIPs, p.Status.HostIPs = nil, nil
 	p.Status.ResourceClaimStatuses = nil
 }
+
+// CompactMeta compacts the metadata of an object Compact does not know (a
+// custom resource, compacted by its collector's own transform): it keeps
+// the spec write time, the receive stamps and nothing else of the
+// annotations, and drops managedFields.
+func CompactMeta(m *metav1.ObjectMeta) { compactMeta(m) }

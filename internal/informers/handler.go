@@ -66,6 +66,19 @@ func (f *Factory) Handler(collector string, h cache.ResourceEventHandler) cache.
 	return w
 }
 
+// ForgetHandler stops watching the liveness of h, a handler returned by
+// Handler whose informer was stopped (a custom resource whose CRD went).
+func (f *Factory) ForgetHandler(h cache.ResourceEventHandler) {
+	f.handlers.mu.Lock()
+	defer f.handlers.mu.Unlock()
+	for i, w := range f.handlers.list {
+		if w == h {
+			f.handlers.list = append(f.handlers.list[:i], f.handlers.list[i+1:]...)
+			return
+		}
+	}
+}
+
 // OnAdd implements cache.ResourceEventHandler.
 func (h *handler) OnAdd(obj any, isInInitialList bool) {
 	h.begin()

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -60,6 +61,7 @@ type Wrapper func(resource string, lw cache.ListerWatcher) cache.ListerWatcher
 // compute from current state.
 type Factory struct {
 	client   kubernetes.Interface
+	dynamic  dynamic.Interface // nil: no custom resources (see SetDynamic)
 	wrap     Wrapper
 	logger   *slog.Logger
 	handlers *handlers
@@ -89,6 +91,14 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if inf, ok := f.informers[r]; ok {
+		return inf, nil
+	}
+	if r == CustomResourceDefinitions && f.dynamic != nil {
+		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD, indexersOf(r))
+		if err != nil {
+			return nil, err
+		}
+		f.informers[r] = inf
 		return inf, nil
 	}
 	k, ok := known(f.client)[r]

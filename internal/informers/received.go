@@ -42,12 +42,22 @@ func Stamp(obj metav1.Object, at time.Time, listed bool) {
 	obj.SetAnnotations(a)
 }
 
+// Receipt is implemented by a cached object that a collector's transform
+// compacted into a type of its own, keeping the receive stamps as fields
+// instead of annotations (a map costs about 300 bytes per object).
+type Receipt interface {
+	Receipt() (at time.Time, listed bool)
+}
+
 // Received returns when the exporter received obj (a cached object, or the
 // object of a delete notification or its tombstone) and whether a list cycle
 // delivered it. The time is zero for an object nobody stamped (an informer
 // without package listwatch under it, as in some tests): callers then use
 // their own clock.
 func Received(obj any) (at time.Time, listed bool) {
+	if r, ok := Unwrap(obj).(Receipt); ok {
+		return r.Receipt()
+	}
 	m, ok := Unwrap(obj).(metav1.Object)
 	if !ok {
 		return time.Time{}, false

@@ -281,6 +281,10 @@ func (e *Exporter) refreshSync() {
 			ok = ok && s
 			e.synced.WithLabelValues(c.Name(), r.String()).Set(boolToFloat(s))
 		}
+		if rr, isRR := c.(collectors.ReadinessReporter); isRR {
+			s, _ := rr.Readiness()
+			ok = ok && s
+		}
 		if ok {
 			e.state[c.Name()] = stateSynced
 		} else if st != stateSynced {
@@ -307,9 +311,11 @@ func (e *Exporter) Readiness() (bool, string) {
 	} else {
 		b.WriteString("not ready: waiting for informers to sync\n")
 	}
+	byName := make(map[string]collectors.Collector, len(e.collectors))
 	names := make([]string, 0, len(e.collectors))
 	for _, c := range e.collectors {
 		names = append(names, c.Name())
+		byName[c.Name()] = c
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -318,6 +324,12 @@ func (e *Exporter) Readiness() (bool, string) {
 			fmt.Fprintf(&b, " (%v)", err)
 		}
 		b.WriteString("\n")
+		if rr, ok := byName[n].(collectors.ReadinessReporter); ok && (e.state[n] == stateRunning || e.state[n] == stateSynced) {
+			_, lines := rr.Readiness()
+			for _, l := range lines {
+				fmt.Fprintf(&b, "  %s\n", l)
+			}
+		}
 	}
 	return e.ready, b.String()
 }

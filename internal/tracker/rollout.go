@@ -147,7 +147,7 @@ func NewRolloutTracker(cfg RolloutConfig) *RolloutTracker {
 // clock.
 func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event {
 	var evs []Event
-	missed := listed || w.observed()
+	missed := listed || w.observedSeen()
 	o := t.objects[w.UID]
 	switch {
 	case o == nil:
@@ -168,7 +168,7 @@ func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation > o.last.Generation:
-		if o.ep != nil && w.TemplateHash == o.ep.template {
+		if o.ep != nil && w.Custom == nil && w.TemplateHash == o.ep.template {
 			// Not a new revision (replicas, metadata, pause, strategy...):
 			// the rollout in flight goes on, judged on the newest spec.
 			o.ep.Target = w.Generation
@@ -180,7 +180,9 @@ func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event
 			// A new revision for the rollout in flight, even back to the
 			// template the object last converged on (a rollback): its pods
 			// must be replaced.
-			change = ChangeTemplate
+			if w.Custom == nil {
+				change = ChangeTemplate
+			}
 			since = o.ep.stallSince
 			evs = t.close(evs, o, OutcomeSuperseded, now)
 		}
@@ -239,7 +241,10 @@ func (t *RolloutTracker) Stalled(now time.Time) []Stall {
 	var out []Stall
 	for _, o := range t.inFlight {
 		age := now.Sub(o.ep.stallSince)
-		if age <= t.cfg.StallAfter(o.ep.Kind) {
+		// kstatus Stalled=True: the controller itself says it gave up, so
+		// waiting for the threshold would only delay the news.
+		gaveUp := o.last.observed() && o.last.stallReason() == ReasonStalled
+		if age <= t.cfg.StallAfter(o.ep.Kind) && !gaveUp {
 			continue
 		}
 		out = append(out, Stall{Episode: o.ep.Episode, Stage: o.ep.stages[o.ep.reached], Reason: o.last.stallReason(), Age: age})
@@ -320,6 +325,10 @@ func (t *RolloutTracker) advance(evs []Event, o *object, now time.Time) []Event 
 		if s == StageEndpointsReady && endpoints(w, ep) == EndpointsNoService {
 			break // skipped: converged without it (below)
 		}
+		if w.skips(s) {
+			ep.reached++ // no observedGeneration to time it on
+			continue
+		}
 		if !reached(w, ep, s) {
 			break
 		}
@@ -370,6 +379,9 @@ func (t *RolloutTracker) cross(evs []Event, o *object, now time.Time) []Event {
 	for i := ep.reached; i < len(ep.stages); i++ {
 		// A skipped endpoints stage (no Service) never counts as bad.
 		if ep.stages[i] == StageEndpointsReady && endpoints(&o.last, ep) == EndpointsNoService {
+			continue
+		}
+		if o.last.skips(ep.stages[i]) {
 			continue
 		}
 		evs = t.crossStage(evs, ep, i, now)
@@ -444,6 +456,9 @@ func endpoints(w *Workload, ep *episode) Endpoints {
 // classify names what a new generation changed, for an object with no
 // episode open or whose open episode it supersedes.
 func classify(o *object, cur *Workload) Change {
+	if cur.Custom != nil {
+		return ChangeOther // a custom resource's spec is opaque: create or other
+	}
 	prev := &o.last
 	base := o.baseline
 	if base == "" {

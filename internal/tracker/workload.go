@@ -47,8 +47,19 @@ var stagesOf = map[Kind][]Stage{
 	DaemonSet:   {StageObserved, StageUpdated, StageAvailable, StageEndpointsReady},
 }
 
-// Stages returns the stages of kind in the order they are reached.
-func Stages(k Kind) []Stage { return stagesOf[k] }
+// customStages are the stages of every custom resource kind (a generic
+// kind, named <Kind>.<group>): its controller observed the write, and its
+// readiness conditions or expressions say it converged.
+var customStages = []Stage{StageObserved, StageReady}
+
+// Stages returns the stages of kind in the order they are reached. A kind
+// other than the built-in workloads is a custom resource kind.
+func Stages(k Kind) []Stage {
+	if s, ok := stagesOf[k]; ok {
+		return s
+	}
+	return customStages
+}
 
 // Change is what the spec write that opened an episode changed.
 type Change string
@@ -94,7 +105,38 @@ const (
 	ReasonReplicaFailure           = "replica_failure"
 	ReasonProgressDeadlineExceeded = "progress_deadline_exceeded"
 	ReasonOther                    = "other"
+
+	// Custom resources (kstatus-compatible convention), after not_observed.
+	ReasonStalled          = "stalled"           // condition Stalled=True: the controller gave up; reported at once
+	ReasonReconciling      = "reconciling"       // condition Reconciling=True
+	ReasonConditionFalse   = "condition_false"   // a readiness condition is False
+	ReasonConditionUnknown = "condition_unknown" // a readiness condition is Unknown (or True for an older generation)
+	ReasonConditionMissing = "condition_missing" // a readiness condition is absent
 )
+
+// Custom holds the facts of a custom resource's record, computed by package
+// records from the configured convention (conditions or readiness
+// expressions). Nil for the built-in workload kinds.
+type Custom struct {
+	// ObservedUnknown: the object has a status but neither
+	// status.observedGeneration nor a condition's own observedGeneration
+	// (or the configured path did not decode). The observed stage is then
+	// skipped, and Ready counts only when ReadySince is at or after the
+	// write's API time: weaker, since both have one-second precision and a
+	// controller may not set lastTransitionTime on an unchanged status.
+	ObservedUnknown bool
+	// Ready: every readiness condition True (each with its own
+	// observedGeneration, when present, >= generation), or every readiness
+	// expression true.
+	Ready bool
+	// ReadySince is the newest lastTransitionTime of the readiness
+	// conditions; read only with ObservedUnknown.
+	ReadySince time.Time
+	// Reason is why it is not ready, once observed: ReasonStalled,
+	// ReasonReconciling, ReasonConditionFalse, ReasonConditionUnknown,
+	// ReasonConditionMissing, or "" (other).
+	Reason string
+}
 
 // Workload is the compact record of a Deployment, StatefulSet or DaemonSet
 // that the rollout tracker reads. Collectors fill it from the API object.
@@ -133,6 +175,10 @@ type Workload struct {
 	ReplicaFailure           bool   // Deployment condition ReplicaFailure=True (FailedCreate: quota, admission)
 	ProgressDeadlineExceeded bool   // Deployment condition Progressing=False, ProgressDeadlineExceeded
 	PodReason                string // the most frequent not-ready reason of the new revision's pods, "" if none
+
+	// Custom is set for a custom resource: the generic kind, whose stages
+	// are observed and ready.
+	Custom *Custom
 }
 
 // Status holds the status fields the stage predicates read; which are set
@@ -153,7 +199,35 @@ type Status struct {
 	DesiredNumberScheduled, UpdatedNumberScheduled, NumberAvailable, NumberUnavailable int32
 }
 
-func (w *Workload) observed() bool { return w.ObservedGeneration >= w.Generation }
+func (w *Workload) observed() bool {
+	if w.Custom != nil && w.Custom.ObservedUnknown {
+		return true
+	}
+	return w.ObservedGeneration >= w.Generation
+}
+
+// observedSeen reports whether the record shows the generation observed by
+// evidence of the controller's own: a first sight of an observed generation
+// means the watch missed the write. A custom resource without
+// observedGeneration never shows it.
+func (w *Workload) observedSeen() bool {
+	return w.observed() && (w.Custom == nil || !w.Custom.ObservedUnknown)
+}
+
+// skips reports whether stage s is skipped for w: a custom resource without
+// observedGeneration has no observed stage.
+func (w *Workload) skips(s Stage) bool {
+	return s == StageObserved && w.Custom != nil && w.Custom.ObservedUnknown
+}
+
+// customReady reports whether a custom resource is converged on its spec.
+func (w *Workload) customReady() bool {
+	c := w.Custom
+	if !w.observed() || !c.Ready {
+		return false
+	}
+	return !c.ObservedUnknown || !c.ReadySince.Before(w.apiStart())
+}
 
 // reached reports whether the facts show stage reached. Ready facts describe
 // the current spec only once the generation is observed. anyRevision: the
@@ -162,6 +236,9 @@ func (w *Workload) observed() bool { return w.ObservedGeneration >= w.Generation
 func (w *Workload) reached(s Stage, anyRevision bool) bool {
 	if !w.observed() {
 		return false
+	}
+	if w.Custom != nil {
+		return s == StageObserved || (s == StageReady && w.customReady())
 	}
 	st := &w.Status
 	switch s {
@@ -214,6 +291,11 @@ func (w *Workload) stallReason() string {
 	switch {
 	case !w.observed():
 		return ReasonNotObserved
+	case w.Custom != nil:
+		if w.Custom.Reason != "" {
+			return w.Custom.Reason
+		}
+		return ReasonOther
 	case w.ReplicaFailure:
 		return ReasonReplicaFailure
 	case w.PodReason != "":

@@ -60,6 +60,12 @@ type metadata struct {
 // and deduplicated, so that the output depends only on the set rs. Versions
 // are ignored: RBAC rules do not name them. Labels are left to kustomize.
 func ClusterRole(rs []informers.Resource) ([]byte, error) {
+	return ClusterRoleWithHeader(rs, clusterRoleHeader)
+}
+
+// ClusterRoleWithHeader is ClusterRole with header (YAML comment lines) in
+// place of the generated file's.
+func ClusterRoleWithHeader(rs []informers.Resource, header string) ([]byte, error) {
 	byGroup := map[string][]string{}
 	for _, r := range rs {
 		switch r.Resource {
@@ -92,7 +98,7 @@ func ClusterRole(rs []informers.Resource) ([]byte, error) {
 	}
 
 	var buf bytes.Buffer
-	buf.WriteString(clusterRoleHeader)
+	buf.WriteString(header)
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(clusterRole{

@@ -1,0 +1,237 @@
+package collectors
+
+import (
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// EpisodeSource is a collector that feeds Episodes: at scrape time it
+// reports its open episodes and those past their stall threshold (as
+// tracker.RolloutTracker's Open and Stalled do), taking its own lock.
+type EpisodeSource interface {
+	Episodes(now time.Time) (open []tracker.Episode, stalled []tracker.Stall)
+}
+
+// Episodes is the one set of rollout episode metric families
+// (kube_convergence_rollout_*, kube_convergence_rollouts_*) that every
+// collector timing spec write -> convergence episodes feeds: rollouts for
+// Deployments, StatefulSets and DaemonSets, resources for custom resources.
+// Their kind label tells them apart. It is registered once, however many
+// collectors feed it, so that a second feeder adds series, not families.
+type Episodes struct {
+	cfg *config.Config
+	now func() time.Time
+
+	Duration          *prometheus.HistogramVec
+	RecoveredDuration *prometheus.HistogramVec
+	Closed            *prometheus.CounterVec
+	Exceeded          *prometheus.CounterVec
+	Recovered         *prometheus.CounterVec
+
+	inProgressDesc *prometheus.Desc
+	stalledDesc    *prometheus.Desc
+
+	mu         sync.Mutex
+	sources    []EpisodeSource
+	registered map[prometheus.Registerer]bool
+	inProgress *ZeroKept[[2]string]
+	stalled    *SeriesCap
+}
+
+// NewEpisodes returns the episode metrics; cfg gives the namespace label
+// policy and stall.seriesLimit. now is the scrape clock.
+func NewEpisodes(cfg *config.Config, now func() time.Time) *Episodes {
+	if now == nil {
+		now = time.Now
+	}
+	return &Episodes{
+		cfg: cfg,
+		now: now,
+		Duration: prometheus.NewHistogramVec(latency.HistogramOpts(
+			"kube_convergence_rollout_duration_seconds",
+			"Time from a spec write (as received by the exporter) until the rollout reached the stage: observed (status.observedGeneration caught up: the observedGeneration lag), updated, available, ready (StatefulSet), endpoints_ready. Stages not reached are counted by kube_convergence_rollout_threshold_exceeded_total. Live rollouts only: those the exporter did not see start are in kube_convergence_rollout_recovered_duration_seconds.",
+			latency.RolloutBuckets), []string{"kind", "namespace", "stage", "change"}),
+		RecoveredDuration: prometheus.NewHistogramVec(latency.HistogramOpts(
+			"kube_convergence_rollout_recovered_duration_seconds",
+			"Like kube_convergence_rollout_duration_seconds, for rollouts the exporter did not see start (found in flight at its start or after a watch gap; counted by kube_convergence_rollouts_recovered_total): time from the API-side write time (one-second precision, the API server's clock; the exporter's last receipt of the object when later) until a stage still ahead was reached. Stages passed before are not observed. Not read by the bundled SLIs, which count live rollouts only.",
+			latency.RolloutBuckets), []string{"kind", "namespace", "stage", "change"}),
+		Closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kube_convergence_rollouts_total",
+			Help: "Rollout episodes (one per object generation) that ended, by outcome: converged, superseded (a newer generation came first), deleted, paused, manual (OnDelete).",
+		}, []string{"kind", "namespace", "change", "outcome"}),
+		Exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kube_convergence_rollout_threshold_exceeded_total",
+			Help: "Rollout episodes whose age passed the threshold (seconds, formatted like the duration histogram's le) before they reached the stage, counted when it happened. With the le bucket it makes a latency SLI that counts stuck rollouts while they are stuck.",
+		}, []string{"kind", "namespace", "stage", "change", "threshold"}),
+		Recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kube_convergence_rollouts_recovered_total",
+			Help: "Rollout episodes found in flight when the exporter started or after a watch gap; they are timed from the API-side spec write time and stages already passed are not observed.",
+		}, []string{"kind"}),
+		inProgressDesc: prometheus.NewDesc("kube_convergence_rollouts_in_progress",
+			"Rollout episodes open now: written, not yet converged or otherwise closed.", []string{"kind", "namespace"}, nil),
+		stalledDesc: prometheus.NewDesc("kube_convergence_rollout_stalled_seconds",
+			"Seconds since the spec write of a rollout older than the stall threshold; stage is the next stage not reached, reason the most specific cause found. One series per stalled object, capped.",
+			[]string{"kind", "namespace", "name", "stage", "reason"}, nil),
+		registered: map[prometheus.Registerer]bool{},
+		inProgress: NewZeroKept[[2]string](),
+		stalled: NewSeriesCap("kube_convergence_rollout_stalled_series_dropped_total",
+			"Stalled rollouts not exposed by kube_convergence_rollout_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per episode.",
+			cfg.Stall.SeriesLimit),
+	}
+}
+
+// Feed adds a source of open and stalled episodes, read at every scrape.
+func (e *Episodes) Feed(s EpisodeSource) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sources = append(e.sources, s)
+}
+
+// Register registers the families on reg once: every feeder calls it from
+// its own Register, and calls after the first on the same reg do nothing.
+// kinds are the feeder's kinds known in advance, whose recovered counter
+// starts at 0.
+func (e *Episodes) Register(reg prometheus.Registerer, kinds ...tracker.Kind) error {
+	e.mu.Lock()
+	first := !e.registered[reg]
+	e.registered[reg] = true
+	e.mu.Unlock()
+	if first {
+		for _, c := range []prometheus.Collector{e.Duration, e.RecoveredDuration, e.Closed, e.Exceeded, e.Recovered, e.stalled.Dropped(), episodesScrape{e}} {
+			if err := reg.Register(c); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range kinds {
+		e.Recovered.WithLabelValues(string(k))
+	}
+	return nil
+}
+
+// Observe turns tracker events into metric updates. logger says which
+// collector recovered an episode.
+func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
+	for _, ev := range evs {
+		ep := ev.Episode
+		ns := e.cfg.NamespaceLabelValue(ep.Namespace)
+		switch ev.Type {
+		case tracker.StageReached:
+			h := e.Duration
+			if ep.Recovered {
+				h = e.RecoveredDuration
+			}
+			latency.Observe(h.WithLabelValues(string(ep.Kind), ns, string(ev.Stage), string(ep.Change)),
+				ev.Duration.Seconds(), latency.Exemplar(ep.UID, strconv.FormatInt(ep.Generation, 10), ep.Name))
+		case tracker.ThresholdCrossed:
+			e.Exceeded.WithLabelValues(string(ep.Kind), ns, string(ev.Stage), string(ep.Change), latency.Threshold(latency.RolloutBuckets[ev.Threshold])).Inc()
+		case tracker.EpisodeClosed:
+			e.Closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(ev.Outcome)).Inc()
+			e.mu.Lock()
+			e.stalled.Forget(ep.UID)
+			e.mu.Unlock()
+		case tracker.EpisodeOpened:
+			e.Closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(tracker.OutcomeConverged))
+			if ep.Recovered {
+				break // no crossings, and its durations go to the recovered family
+			}
+			// Create this episode's series at zero: Prometheus' rate() cannot
+			// count a series that first appears with its first increment.
+			for _, st := range tracker.Stages(ep.Kind) {
+				e.Duration.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change))
+				for _, b := range latency.RolloutBuckets {
+					e.Exceeded.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change), latency.Threshold(b))
+				}
+			}
+		case tracker.EpisodeRecovered:
+			e.Recovered.WithLabelValues(string(ep.Kind)).Inc()
+			logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.Start)
+		}
+	}
+}
+
+// ForgetNamespace deletes the series of a deleted namespace, so that
+// cardinality does not grow with every namespace a cluster ever had. A
+// namespace folded into another label value (namespaceLabel allowlist or
+// drop) shares its series with others, which stay.
+func (e *Episodes) ForgetNamespace(namespace string) {
+	ns := e.cfg.NamespaceLabelValue(namespace)
+	if ns != namespace {
+		return
+	}
+	match := prometheus.Labels{"namespace": ns}
+	e.Duration.DeletePartialMatch(match)
+	e.RecoveredDuration.DeletePartialMatch(match)
+	e.Closed.DeletePartialMatch(match)
+	e.Exceeded.DeletePartialMatch(match)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inProgress.Forget(func(k [2]string) bool { return k[1] == ns })
+}
+
+// episodesScrape is the part computed at scrape time from the sources:
+// open and stalled episodes.
+type episodesScrape struct{ e *Episodes }
+
+func (s episodesScrape) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.e.inProgressDesc
+	ch <- s.e.stalledDesc
+}
+
+// MetricType implements metricdoc.Typed: both scrape-time metrics are gauges.
+func (s episodesScrape) MetricType(string) string { return "gauge" }
+
+func (s episodesScrape) Collect(ch chan<- prometheus.Metric) {
+	e := s.e
+	now := e.now()
+	e.mu.Lock()
+	sources := append([]EpisodeSource(nil), e.sources...)
+	e.mu.Unlock()
+	// Sources are read without e.mu: they take their own lock, which their
+	// event handlers hold while they call Observe (which takes e.mu).
+	open := map[[2]string]int{}
+	var stalled []tracker.Stall
+	for _, src := range sources {
+		o, st := src.Episodes(now)
+		for _, ep := range o {
+			open[[2]string{string(ep.Kind), e.cfg.NamespaceLabelValue(ep.Namespace)}]++
+		}
+		stalled = append(stalled, st...)
+	}
+	sort.SliceStable(stalled, func(i, j int) bool {
+		if stalled[i].Age != stalled[j].Age {
+			return stalled[i].Age > stalled[j].Age
+		}
+		return stalled[i].Episode.UID < stalled[j].Episode.UID
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	counts := e.inProgress.Counts(open)
+	keys := make([][2]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"/"+keys[i][1] < keys[j][0]+"/"+keys[j][1] })
+	for _, k := range keys {
+		ch <- prometheus.MustNewConstMetric(e.inProgressDesc, prometheus.GaugeValue, float64(counts[k]), k[0], k[1])
+	}
+	for i, st := range stalled {
+		ep := st.Episode
+		if !e.stalled.Admit(i, ep.UID) {
+			continue
+		}
+		// The per-object series carries the real namespace: it exists to
+		// name the object, and the cap bounds its cardinality.
+		ch <- prometheus.MustNewConstMetric(e.stalledDesc, prometheus.GaugeValue, st.Age.Seconds(),
+			string(ep.Kind), ep.Namespace, ep.Name, string(st.Stage), st.Reason)
+	}
+}

@@ -1,0 +1,162 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/client-go/util/jsonpath"
+)
+
+// Resource is one custom resource the resources collector tracks: its
+// rollouts are judged by a kstatus-compatible convention (docs/resources.md).
+type Resource struct {
+	// Group and Resource name it as RBAC does: cert-manager.io, certificates.
+	Group    string `yaml:"group"`
+	Resource string `yaml:"resource"`
+	// Version to watch; empty: the CRD's preferred served version.
+	Version string `yaml:"version"`
+	// Conditions must all be True to be ready (default [Ready]).
+	Conditions []string `yaml:"conditions"`
+	// ObservedGeneration is a JSONPath (kubectl wait --for=jsonpath syntax)
+	// overriding where the observed generation is read.
+	ObservedGeneration string `yaml:"observedGeneration"`
+	// Ready lists `{path}=value` expressions that must all hold; it
+	// replaces Conditions.
+	Ready []string `yaml:"ready"`
+	// StallThreshold overrides stall.threshold and --stall.threshold.
+	StallThreshold Duration `yaml:"stallThreshold"`
+
+	// ReadyExprs are Ready, parsed.
+	ReadyExprs []ReadyExpr `yaml:"-"`
+}
+
+// ReadyExpr is one readiness expression: the value at Path must print as
+// Value (as kubectl wait --for=jsonpath='{path}'=value compares).
+type ReadyExpr struct {
+	Path, Value string
+}
+
+// String is the resource in the API server's form: certificates.cert-manager.io.
+func (r Resource) String() string { return r.Resource + "." + r.Group }
+
+// ResourceStallThreshold is the stall threshold of r given the flag.
+func (c *Config) ResourceStallThreshold(r Resource, flag time.Duration) time.Duration {
+	if r.StallThreshold > 0 {
+		return time.Duration(r.StallThreshold)
+	}
+	if c.Stall.Threshold > 0 {
+		return time.Duration(c.Stall.Threshold)
+	}
+	return flag
+}
+
+// ParseJSONPath checks a path in kubectl's JSONPath template syntax
+// (client-go util/jsonpath), as kubectl wait --for=jsonpath reads it.
+func ParseJSONPath(path string) (*jsonpath.JSONPath, error) {
+	if !strings.HasPrefix(path, "{") {
+		return nil, fmt.Errorf("want a JSONPath in braces such as '{.status.observedGeneration}', got %q", path)
+	}
+	j := jsonpath.New("path")
+	if err := j.Parse(path); err != nil {
+		return nil, fmt.Errorf("JSONPath %q: %w", path, err)
+	}
+	return j, nil
+}
+
+// parseReadyExpr splits `{path}=value`.
+func parseReadyExpr(s string) (ReadyExpr, error) {
+	i := strings.LastIndex(s, "}=")
+	if i < 0 {
+		return ReadyExpr{}, fmt.Errorf("want '{path}=value' such as '{.status.phase}=Ready', got %q", s)
+	}
+	e := ReadyExpr{Path: s[:i+1], Value: s[i+2:]}
+	if _, err := ParseJSONPath(e.Path); err != nil {
+		return ReadyExpr{}, err
+	}
+	return e, nil
+}
+
+// validateResources checks the resources list: JSONPath syntax, no built-in
+// resource, no duplicate, sane conditions and thresholds.
+func (c *Config) validateResources(pos positions, add func(line int, format string, a ...any)) {
+	seen := map[string]int{}
+	for i := range c.Resources {
+		r := &c.Resources[i]
+		line := func(key string) int {
+			if l := pos.resourceLine(i, key); l > 0 {
+				return l
+			}
+			return pos.resourceLine(i, "")
+		}
+		switch {
+		case r.Group == "":
+			add(line("group"), "resources[%d]: group is required (core resources have no CRD; Deployments, StatefulSets and DaemonSets are tracked by the rollouts collector)", i)
+		case !strings.Contains(r.Group, "."):
+			// apiextensions rejects a CRD whose group has no dot, so such a
+			// group is built in (apps, batch, policy...).
+			add(line("group"), "resources[%d]: %q is a built-in API group, not a custom resource's (a CRD's group has at least one dot); built-in workloads are tracked by the rollouts collector", i, r.Group)
+		}
+		if r.Resource == "" {
+			add(line("resource"), "resources[%d]: resource (the plural name, such as certificates) is required", i)
+		} else if r.Resource != strings.ToLower(r.Resource) {
+			add(line("resource"), "resources[%d]: resource must be the lower-case plural name, got %q", i, r.Resource)
+		}
+		if r.Group != "" && r.Resource != "" {
+			if first, dup := seen[r.String()]; dup {
+				add(line(""), "resources[%d]: %s is already configured at line %d", i, r, first)
+			} else {
+				seen[r.String()] = line("")
+			}
+		}
+		if r.ObservedGeneration != "" {
+			if _, err := ParseJSONPath(r.ObservedGeneration); err != nil {
+				add(line("observedGeneration"), "resources[%d].observedGeneration: %v", i, err)
+			}
+		}
+		condLine := pos.resourceLine(i, "conditions")
+		if len(r.Ready) > 0 && condLine > 0 {
+			add(condLine, "resources[%d]: conditions and ready are exclusive (ready replaces conditions)", i)
+		}
+		if condLine > 0 && len(r.Conditions) == 0 {
+			add(condLine, "resources[%d].conditions: must not be empty (default: [Ready])", i)
+		}
+		for j, s := range r.Ready {
+			e, err := parseReadyExpr(s)
+			if err != nil {
+				add(line("ready"), "resources[%d].ready[%d]: %v", i, j, err)
+				continue
+			}
+			r.ReadyExprs = append(r.ReadyExprs, e)
+		}
+		if len(r.Ready) == 0 && len(r.Conditions) == 0 && condLine == 0 {
+			r.Conditions = []string{"Ready"}
+		}
+		if l := pos.resourceLine(i, "stallThreshold"); l > 0 && r.StallThreshold <= 0 {
+			add(l, "resources[%d].stallThreshold: must be a positive duration such as \"10m\", got %v", i, time.Duration(r.StallThreshold))
+		}
+	}
+}
+
+// resourceLine is the line of key in the i-th item of the resources list
+// (the item's own line for an empty key), 0 if absent.
+func (p positions) resourceLine(i int, key string) int {
+	_, n := p.find("resources")
+	if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
+		return 0
+	}
+	item := n.Content[i]
+	if key == "" {
+		return item.Line
+	}
+	if item.Kind != yaml.MappingNode {
+		return 0
+	}
+	for j := 0; j+1 < len(item.Content); j += 2 {
+		if item.Content[j].Value == key {
+			return item.Content[j+1].Line
+		}
+	}
+	return 0
+}

@@ -1,0 +1,117 @@
+package informers
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+)
+
+// CustomResourceDefinitions are read (through the dynamic client, as JSON)
+// by the resources collector to track custom resources as their CRDs come
+// and go.
+var CustomResourceDefinitions = Resource{"apiextensions.k8s.io", "v1", "customresourcedefinitions"}
+
+// SetDynamic gives the factory a dynamic client, which custom resources and
+// CustomResourceDefinitions are read with. Call it before any Informer or
+// Dynamic call.
+func (f *Factory) SetDynamic(d dynamic.Interface) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dynamic = d
+}
+
+// Dynamic returns a new informer of r read through the dynamic client
+// (custom resources are served as JSON only), instrumented by the factory's
+// wrapper like every other informer, with transform as its transform. It is
+// neither shared nor started: the caller runs it and stops it (a custom
+// resource's informer must stop when its CRD goes, or its reflector would
+// relist a missing resource forever).
+func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
+	f.mu.Lock()
+	d := f.dynamic
+	f.mu.Unlock()
+	if d == nil {
+		return nil, fmt.Errorf("informers: no dynamic client for %s", r)
+	}
+	// No index: the resources collector reads its store only to close the
+	// episodes of a deleted CRD (a namespace index costs about 70 bytes per
+	// object, BenchmarkTrackedMemory).
+	return f.dynamicInformer(d, r, transform, nil)
+}
+
+func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers) (cache.SharedIndexInformer, error) {
+	ri := d.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}, d)
+	inf := cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
+		ObjectDescription: r.String(),
+		Indexers:          indexers,
+	})
+	if err := inf.SetTransform(transform); err != nil {
+		return nil, fmt.Errorf("informers: set transform for %s: %w", r, err)
+	}
+	return inf, nil
+}
+
+// compactCRD keeps what the resources collector reads of a CRD: its group,
+// names, scope, versions (served, storage, whether the status subresource
+// is on) and the Established condition. A CRD's OpenAPI schema alone is
+// often hundreds of kilobytes (cert-manager's Certificate: about 40 KB).
+func compactCRD(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetAnnotations()[AnnotationCompacted] != "" {
+		return obj, nil
+	}
+	meta := metav1.ObjectMeta{Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		Generation: u.GetGeneration(), Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
+	compactMeta(&meta)
+	spec, _ := u.Object["spec"].(map[string]any)
+	names, _ := spec["names"].(map[string]any)
+	var versions []any
+	vs, _ := spec["versions"].([]any)
+	for _, v := range vs {
+		m, _ := v.(map[string]any)
+		if m == nil {
+			continue
+		}
+		sub, _ := m["subresources"].(map[string]any)
+		_, status := sub["status"]
+		versions = append(versions, map[string]any{"name": m["name"], "served": m["served"], "storage": m["storage"], "statusSubresource": status})
+	}
+	var conds []any
+	st, _ := u.Object["status"].(map[string]any)
+	cs, _ := st["conditions"].([]any)
+	for _, c := range cs {
+		if m, _ := c.(map[string]any); m != nil && m["type"] == "Established" {
+			conds = append(conds, map[string]any{"type": m["type"], "status": m["status"]})
+		}
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+		"spec": map[string]any{
+			"group": spec["group"], "scope": spec["scope"], "versions": versions,
+			"names": map[string]any{"kind": names["kind"], "plural": names["plural"]},
+		},
+		"status": map[string]any{"conditions": conds},
+	}}
+	out.SetName(meta.Name)
+	out.SetUID(meta.UID)
+	out.SetResourceVersion(meta.ResourceVersion)
+	out.SetGeneration(meta.Generation)
+	out.SetAnnotations(meta.Annotations)
+	out.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	return out, nil
+}

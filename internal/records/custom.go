@@ -1,0 +1,380 @@
+package records
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// The kstatus conditions read on every custom resource, whatever its
+// readiness conditions (sigs.k8s.io/cli-utils pkg/kstatus: Reconciling and
+// Stalled are "abnormal-true" conditions).
+const (
+	ConditionStalled     = "Stalled"
+	ConditionReconciling = "Reconciling"
+)
+
+// maxMessage bounds a kept condition message (bytes): messages go to logs
+// only, and a controller's message can be kilobytes (a whole error chain).
+const maxMessage = 256
+
+// Convention is how a configured custom resource is judged: its readiness
+// conditions, or readiness expressions, and where its observed generation
+// is. It is safe for concurrent use.
+type Convention struct {
+	Conditions   []string
+	mu           sync.Mutex // a JSONPath keeps state while it evaluates
+	observed     *jsonpath.JSONPath
+	observedText string
+	ready        []readyPath
+}
+
+type readyPath struct {
+	path  *jsonpath.JSONPath
+	value string
+}
+
+// NewConvention compiles a configured resource's convention.
+func NewConvention(r config.Resource) (*Convention, error) {
+	c := &Convention{Conditions: r.Conditions}
+	if r.ObservedGeneration != "" {
+		j, err := config.ParseJSONPath(r.ObservedGeneration)
+		if err != nil {
+			return nil, err
+		}
+		c.observed, c.observedText = j, r.ObservedGeneration
+	}
+	for _, e := range r.ReadyExprs {
+		j, err := config.ParseJSONPath(e.Path)
+		if err != nil {
+			return nil, err
+		}
+		c.ready = append(c.ready, readyPath{j, e.Value})
+	}
+	return c, nil
+}
+
+// CustomObject is the compact cached form of a custom resource: what the
+// convention reads, extracted by the informer's transform from the decoded
+// JSON, which is then dropped. It holds its metadata as plain fields rather
+// than a metav1.ObjectMeta (232 bytes with its maps and slices, most of it
+// empty here) and hands one out on demand (metav1.ObjectMetaAccessor) for the
+// informer's key function and resource version check: 144 bytes less per
+// cached object (BenchmarkTrackedMemory).
+type CustomObject struct {
+	Namespace, Name string
+	UID             types.UID
+	// ResourceVersion must be kept: the shared informer delivers an update
+	// whose resourceVersion did not change as a resync only
+	// (client-go v0.37.2 shared_informer.go OnUpdate).
+	ResourceVersion string
+	Generation      int64
+	Created         time.Time
+
+	// Received is when the exporter received the object (Unix ns), Listed
+	// whether a list cycle delivered it (see informers.Stamp).
+	Received int64
+	Listed   bool
+	// SpecWrite is the newest managedFields time touching spec (API side,
+	// one-second precision); zero when unknown.
+	SpecWrite time.Time
+
+	HasStatus bool
+	// ObservedGeneration is read from status.observedGeneration (or the
+	// configured path) when HasObserved.
+	ObservedGeneration int64
+	HasObserved        bool
+	// FirstConditionObserved is the first condition's own observedGeneration
+	// (0: none): the fallback where status.observedGeneration is absent.
+	FirstConditionObserved int64
+	// DecodeError says why the configured observedGeneration path gave no
+	// integer for this object; "" when it did or none is configured.
+	DecodeError string
+	// Conditions are the readiness conditions and the kstatus ones, as found.
+	Conditions []CustomCondition
+	// Ready holds each readiness expression's result.
+	Ready []bool
+}
+
+var (
+	_ runtime.Object            = (*CustomObject)(nil)
+	_ metav1.ObjectMetaAccessor = (*CustomObject)(nil)
+	_ informers.Receipt         = (*CustomObject)(nil)
+)
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor.
+func (o *CustomObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
+		Generation: o.Generation, CreationTimestamp: metav1.NewTime(o.Created)}
+}
+
+// GetObjectKind implements runtime.Object: the informer knows the resource.
+func (o *CustomObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// Receipt implements informers.Receipt.
+func (o *CustomObject) Receipt() (time.Time, bool) {
+	if o.Received == 0 {
+		return time.Time{}, o.Listed
+	}
+	return time.Unix(0, o.Received), o.Listed
+}
+
+// DeepCopyObject implements runtime.Object.
+func (o *CustomObject) DeepCopyObject() runtime.Object {
+	c := *o
+	c.Conditions = append([]CustomCondition(nil), o.Conditions...)
+	c.Ready = append([]bool(nil), o.Ready...)
+	return &c
+}
+
+// CustomCondition is one kept condition.
+type CustomCondition struct {
+	Type, Status, Reason, Message string
+	ObservedGeneration            int64
+	LastTransition                time.Time
+}
+
+// Transform returns the informer transform of resources judged by conv:
+// unstructured objects become CustomObjects; a CustomObject passes
+// unchanged (a transform must be idempotent: a WatchList stream's objects
+// are transformed twice, see informers.Compact).
+func (c *Convention) Transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return c.Compact(o), nil
+	case *CustomObject:
+		return o, nil
+	}
+	return obj, nil
+}
+
+// Compact extracts what the convention reads from u.
+func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
+	o := &CustomObject{
+		Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		Generation: u.GetGeneration(), Created: u.GetCreationTimestamp().Time,
+	}
+	meta := metav1.ObjectMeta{Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
+	informers.CompactMeta(&meta)
+	o.SpecWrite = SpecWritten(&meta)
+	if at, listed := informers.Received(&meta); !at.IsZero() {
+		o.Received, o.Listed = at.UnixNano(), listed
+	} else {
+		o.Listed = listed
+	}
+	status, _ := u.Object["status"].(map[string]any)
+	o.HasStatus = len(status) > 0
+	if v, ok := status["observedGeneration"]; ok {
+		if o.ObservedGeneration, o.HasObserved = integer(v); !o.HasObserved {
+			o.DecodeError = fmt.Sprintf("status.observedGeneration is not an integer: %v", v)
+		}
+	}
+	conds, _ := status["conditions"].([]any)
+	for i, raw := range conds {
+		m, _ := raw.(map[string]any)
+		if m == nil {
+			continue
+		}
+		og, _ := integer(m["observedGeneration"])
+		if i == 0 {
+			o.FirstConditionObserved = og
+		}
+		typ, _ := m["type"].(string)
+		if typ != ConditionStalled && typ != ConditionReconciling && !contains(c.Conditions, typ) {
+			continue
+		}
+		cc := CustomCondition{Type: c.intern(typ), ObservedGeneration: og}
+		cc.Status, _ = m["status"].(string)
+		cc.Status = c.intern(cc.Status)
+		cc.Reason, _ = m["reason"].(string)
+		cc.Message, _ = m["message"].(string)
+		if len(cc.Message) > maxMessage {
+			cc.Message = cc.Message[:maxMessage]
+		}
+		if s, ok := m["lastTransitionTime"].(string); ok {
+			cc.LastTransition, _ = time.Parse(time.RFC3339, s)
+		}
+		o.Conditions = append(o.Conditions, cc)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.observed != nil {
+		o.ObservedGeneration, o.HasObserved, o.DecodeError = 0, false, ""
+		v, err := find(c.observed, u.Object)
+		switch {
+		case err != nil:
+			o.DecodeError = fmt.Sprintf("%s: %v", c.observedText, err)
+		default:
+			if o.ObservedGeneration, o.HasObserved = integer(v); !o.HasObserved {
+				o.DecodeError = fmt.Sprintf("%s is not an integer: %v", c.observedText, v)
+			}
+		}
+	}
+	for _, r := range c.ready {
+		v, err := find(r.path, u.Object)
+		o.Ready = append(o.Ready, err == nil && fmt.Sprint(v) == r.value)
+	}
+	return o
+}
+
+// find returns the single value at path in data.
+func find(j *jsonpath.JSONPath, data map[string]any) (any, error) {
+	res, err := j.FindResults(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 || len(res[0]) == 0 {
+		return nil, fmt.Errorf("path absent")
+	}
+	v := res[0][0]
+	for v.Kind() == reflect.Interface && !v.IsNil() {
+		v = v.Elem()
+	}
+	if !v.IsValid() || !v.CanInterface() {
+		return nil, fmt.Errorf("path absent")
+	}
+	return v.Interface(), nil
+}
+
+// integer reads an observedGeneration: a JSON integer, or a decimal string
+// (some operators write it so).
+func integer(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case float64:
+		if n == float64(int64(n)) {
+			return int64(n), true
+		}
+	case string:
+		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// intern returns the convention's own copy of a condition type or status,
+// so that cached objects do not each keep the decoder's copy.
+func (c *Convention) intern(s string) string {
+	switch s {
+	case "True":
+		return "True"
+	case "False":
+		return "False"
+	case "Unknown":
+		return "Unknown"
+	case ConditionStalled:
+		return ConditionStalled
+	case ConditionReconciling:
+		return ConditionReconciling
+	}
+	for _, t := range c.Conditions {
+		if t == s {
+			return t
+		}
+	}
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Custom returns the tracker record of a custom resource of kind (its
+// <Kind>.<group> label), judged by conv.
+func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Workload {
+	w := tracker.Workload{
+		Kind: kind, UID: string(o.UID), Namespace: o.Namespace, Name: o.Name,
+		Generation: o.Generation, Created: o.Created, SpecWritten: o.SpecWrite,
+		Custom: &tracker.Custom{},
+	}
+	f := w.Custom
+	switch {
+	case !o.HasStatus:
+		// An empty status: nothing observed yet.
+	case o.HasObserved:
+		w.ObservedGeneration = o.ObservedGeneration
+	case o.DecodeError == "" && o.FirstConditionObserved > 0:
+		w.ObservedGeneration = o.FirstConditionObserved
+	default:
+		f.ObservedUnknown = true
+	}
+	byType := map[string]*CustomCondition{}
+	for i := range o.Conditions {
+		byType[o.Conditions[i].Type] = &o.Conditions[i]
+	}
+	var isFalse, unknown, missing bool
+	if len(o.Ready) > 0 {
+		f.Ready = true
+		for _, ok := range o.Ready {
+			f.Ready = f.Ready && ok
+		}
+	} else {
+		f.Ready = len(conv.Conditions) > 0
+		for _, t := range conv.Conditions {
+			c := byType[t]
+			switch {
+			case c == nil:
+				missing = true
+			case c.Status == "False":
+				isFalse = true
+			case c.Status != "True" || (c.ObservedGeneration > 0 && c.ObservedGeneration < o.Generation):
+				// True for an older generation says nothing of this one.
+				unknown = true
+			}
+			if c == nil || c.Status != "True" || (c.ObservedGeneration > 0 && c.ObservedGeneration < o.Generation) {
+				f.Ready = false
+			} else if c.LastTransition.After(f.ReadySince) {
+				f.ReadySince = c.LastTransition
+			}
+		}
+	}
+	isTrue := func(t string) bool { c := byType[t]; return c != nil && c.Status == "True" }
+	switch {
+	case isTrue(ConditionStalled):
+		f.Reason = tracker.ReasonStalled
+	case isTrue(ConditionReconciling):
+		f.Reason = tracker.ReasonReconciling
+	case isFalse:
+		f.Reason = tracker.ReasonConditionFalse
+	case unknown:
+		f.Reason = tracker.ReasonConditionUnknown
+	case missing:
+		f.Reason = tracker.ReasonConditionMissing
+	}
+	return w
+}
+
+// NotReadyCondition returns the first condition that explains why o is not
+// ready (a kstatus Stalled or Reconciling that is True, a readiness
+// condition that is not), for logs and timelines, never labels.
+func NotReadyCondition(o *CustomObject) (CustomCondition, bool) {
+	for _, c := range o.Conditions {
+		kstatus := c.Type == ConditionStalled || c.Type == ConditionReconciling
+		if kstatus == (c.Status == "True") {
+			return c, true
+		}
+	}
+	return CustomCondition{}, false
+}
