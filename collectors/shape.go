@@ -54,6 +54,17 @@ func (s *SeriesCap) Admit(i int, key string) bool {
 // counts again.
 func (s *SeriesCap) Forget(key string) { delete(s.keys, key) }
 
+// Retain forgets every counted key that is not alive: for per-object series
+// whose end the collector learns only at scrape time (a pod's not-ready
+// spell ends when it turns Ready).
+func (s *SeriesCap) Retain(alive map[string]bool) {
+	for k := range s.keys {
+		if !alive[k] {
+			delete(s.keys, k)
+		}
+	}
+}
+
 // ZeroKept keeps the label sets an aggregate gauge has exposed, so that a
 // count that falls to zero is exposed as 0 instead of vanishing (a vanished
 // series reads as "no data", not as "none", in alerts and sums).

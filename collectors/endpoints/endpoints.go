@@ -87,10 +87,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("endpoints: %w", err)
 	}
-	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.services.HasSynced, c.slices.HasSynced) {
-			return
-		}
+	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{c.pods, c.services, c.slices}, func() error {
 		handlers := []struct {
 			inf cache.SharedIndexInformer
 			h   cache.ResourceEventHandler
@@ -117,17 +114,15 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		}
 		for _, x := range handlers {
 			if _, err := x.inf.AddEventHandler(f.Handler(Name, x.h)); err != nil {
-				c.logger.Error("cannot attach handler", "err", err)
-				return
+				return fmt.Errorf("attach handler: %w", err)
 			}
 		}
-		// Report threshold crossings every second.
-		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.observe(c.tr.Tick(now))
-		})
-	}()
+		return nil
+	}, c.now, func(now time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.observe(c.tr.Tick(now))
+	})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -14,13 +15,13 @@ type metrics struct {
 	interval  *prometheus.HistogramVec
 	exceeded  *prometheus.CounterVec
 	recovered *prometheus.CounterVec
-	dropped   prometheus.Counter
+	dropped   *collectors.SeriesCap
 
 	notReadyDesc *prometheus.Desc
 	stalledDesc  *prometheus.Desc
 }
 
-func newMetrics() *metrics {
+func newMetrics(limit int) *metrics {
 	return &metrics{
 		startup: prometheus.NewHistogramVec(latency.HistogramOpts(
 			"kube_convergence_pod_startup_seconds",
@@ -38,10 +39,8 @@ func newMetrics() *metrics {
 			Name: "kube_convergence_pods_recovered_total",
 			Help: "Pods whose startup is not timed because its start was not received live: first delivered by a list cycle (the initial list at the exporter's start, or a relist after a watch gap), first seen by a watch event more than 10 s after its creationTimestamp (a watch resumed after a cut), or whose last scheduling gate was removed during a gap. Counted once per pod. Its increase after the start counts the pods created during watch gaps; at the start it counts the pods that existed then.",
 		}, []string{"namespace"}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kube_convergence_pod_stalled_series_dropped_total",
-			Help: "Stalled pods not exposed by kube_convergence_pod_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per not-ready spell.",
-		}),
+		dropped: collectors.NewSeriesCap("kube_convergence_pod_stalled_series_dropped_total",
+			"Stalled pods not exposed by kube_convergence_pod_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per not-ready spell.", limit),
 		notReadyDesc: prometheus.NewDesc("kube_convergence_pods_not_ready",
 			"Pods not terminating, in phase Pending or Running, whose Ready condition is not True, by the most specific reason: scheduling_gated (spec.schedulingGates not empty: waiting for an admission queue), unschedulable, image_pull, crash_loop, init_failing, readiness_gate (containers ready, a readiness gate not True), readiness_failing, node_not_ready, other. Every reason is exposed, 0 included, for each namespace that had pods.",
 			[]string{"namespace", "reason"}, nil),
@@ -52,7 +51,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.startup, m.interval, m.exceeded, m.recovered, m.dropped} {
+	for _, c := range []prometheus.Collector{m.startup, m.interval, m.exceeded, m.recovered, m.dropped.Dropped()} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -150,11 +149,7 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 	stalled := map[string]bool{}
 	for i, st := range c.tr.Stalled(now) {
 		stalled[st.Pod.UID] = true
-		if i >= c.cfg.Stall.SeriesLimit {
-			if !c.droppedStall[st.Pod.UID] {
-				c.droppedStall[st.Pod.UID] = true
-				c.m.dropped.Inc()
-			}
+		if !c.m.dropped.Admit(i, st.Pod.UID) {
 			continue
 		}
 		// The per-object series carries the real namespace: it exists to
@@ -162,9 +157,5 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.m.stalledDesc, prometheus.GaugeValue, st.Age.Seconds(),
 			st.Pod.Namespace, st.Pod.Name, string(st.Stage), st.Reason)
 	}
-	for uid := range c.droppedStall {
-		if !stalled[uid] {
-			delete(c.droppedStall, uid) // the spell ended: a new one counts again
-		}
-	}
+	c.m.dropped.Retain(stalled) // a spell that ended counts again next time
 }

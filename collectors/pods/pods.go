@@ -36,11 +36,10 @@ type Collector struct {
 	now    func() time.Time
 	m      *metrics
 
-	mu           sync.Mutex // guards tr and the maps below; pod and node handlers run concurrently
-	tr           *tracker.PodTracker
-	seenNS       map[string]bool    // namespace label values seen, for zero-initialised reasons
-	created      map[[2]string]bool // (namespace label, owner_kind) whose series exist at zero
-	droppedStall map[string]bool    // pod UIDs counted in the dropped-series counter, while stalled
+	mu      sync.Mutex // guards tr and the maps below; pod and node handlers run concurrently
+	tr      *tracker.PodTracker
+	seenNS  map[string]bool    // namespace label values seen, for zero-initialised reasons
+	created map[[2]string]bool // (namespace label, owner_kind) whose series exist at zero
 
 	pods, nodes cache.SharedIndexInformer
 }
@@ -52,14 +51,13 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 		cfg:    cfg,
 		logger: logger.With("collector", Name),
 		now:    now,
-		m:      newMetrics(),
+		m:      newMetrics(cfg.Stall.SeriesLimit),
 		tr: tracker.NewPodTracker(tracker.PodStartupConfig{
 			Thresholds: latency.PodStartupBuckets,
 			StallAfter: cfg.StallThreshold("Pod", stall),
 		}),
-		seenNS:       map[string]bool{},
-		created:      map[[2]string]bool{},
-		droppedStall: map[string]bool{},
+		seenNS:  map[string]bool{},
+		created: map[[2]string]bool{},
 	}
 }
 
@@ -106,28 +104,23 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("pods: %w", err)
 	}
-	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.nodes.HasSynced) {
-			return
-		}
+	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{c.pods, c.nodes}, func() error {
 		if _, err := c.pods.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
 			UpdateFunc: func(_, obj any) { c.onPod(obj, false) },
 			DeleteFunc: c.onPodDelete,
 		})); err != nil {
-			c.logger.Error("cannot watch pods", "err", err)
-			return
+			return fmt.Errorf("watch pods: %w", err)
 		}
 		if _, err := c.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode})); err != nil {
-			c.logger.Error("cannot watch nodes", "err", err)
+			return fmt.Errorf("watch nodes: %w", err)
 		}
-		// Report threshold crossings every second.
-		collectors.Tick(ctx, time.Second, c.now, func(now time.Time) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.observe(c.tr.Tick(now))
-		})
-	}()
+		return nil
+	}, c.now, func(now time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.observe(c.tr.Tick(now))
+	})
 	return nil
 }
 
