@@ -517,9 +517,22 @@ resources:
 // the exporter, configured with the demo's configuration, times the
 // controller's injected delays, and the Backup that fails shows stalled.
 func TestResourcesDemoBackups(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
+	// TestDashboards installs the whole demo and deletes its namespace when
+	// it ends: wait until that deletion (kwok ends pods within their 30 s
+	// grace period) is over.
+	eventually(t, 2*time.Minute, "no terminating "+demo.Namespace+" namespace", func() (bool, string) {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, demo.Namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return ns.Status.Phase != corev1.NamespaceTerminating, string(ns.Status.Phase)
+	})
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demo.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
