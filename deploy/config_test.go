@@ -1,13 +1,19 @@
 package deploy_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +21,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/sandbox"
 )
 
 // chartConfigValues is the chart's example of value config and
@@ -248,4 +255,173 @@ func yamlKeys(t *testing.T, v any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestExampleOverlayConfigRuns runs the real exporter as the example
+// overlay's ServiceAccount, bound to the overlay's rendered ClusterRole
+// (applied for real, under a name of this test's own), with the rendered
+// config.yaml and the Deployment's other arguments, against the sandbox:
+// without cert-manager it is ready with certificates.cert-manager.io
+// crd_missing and nothing forbidden; once a CRD of that name is
+// established it tracks the resource, so the overlay's rules suffice to
+// list and watch it.
+func TestExampleOverlayConfigRuns(t *testing.T) {
+	if sb == nil {
+		t.Skip("needs the sandbox; skipped with -short")
+	}
+	const namespace, roleName = "monitoring", "kce-deploy-example-config"
+	k := kustomizations()["overlays/example"]
+	objs := kustomize(t, k)
+	rc := configFile(t, objs)
+	if rc == nil {
+		t.Fatal("the example overlay passes no --config.file")
+	}
+	kubectl := tool(t, "kubectl")
+	admin := "--kubeconfig=" + sb.Kubeconfig("")
+	dir := t.TempDir()
+
+	// The ServiceAccount, ClusterRole and binding as rendered; the role
+	// and binding renamed, so that no other test's apply replaces them.
+	docs := []string{`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + namespace + `"}}`}
+	var sa string
+	for _, o := range objs {
+		switch o.kind() {
+		case "ServiceAccount":
+			sa = o.name()
+		case "ClusterRole":
+			o.meta()["name"] = roleName
+		case "ClusterRoleBinding":
+			o.meta()["name"] = roleName
+			o["roleRef"].(map[string]any)["name"] = roleName
+		default:
+			continue
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	rbacFile := filepath.Join(dir, "rbac.yaml")
+	if err := os.WriteFile(rbacFile, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := command(t.Context(), "", kubectl, admin, "apply", "-f", rbacFile); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_, _ = command(context.Background(), "", kubectl, admin, "delete", "--ignore-not-found", "clusterrolebinding/"+roleName, "clusterrole/"+roleName)
+	})
+	token, err := command(t.Context(), "", kubectl, admin, "-n", namespace, "create", "token", sa, "--duration=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "sa.kubeconfig")
+	adminConfig, err := os.ReadFile(sb.Kubeconfig(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, adminConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"config", "set-credentials", "exporter", "--token=" + strings.TrimSpace(string(token))},
+		{"config", "set-context", "--current", "--user=exporter"},
+	} {
+		if out, err := command(t.Context(), "", kubectl, append([]string{"--kubeconfig=" + kubeconfig}, args...)...); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	if out, err := command(t.Context(), "", kubectl, "--kubeconfig="+kubeconfig, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); err != nil || string(out) != "system:serviceaccount:"+namespace+":"+sa {
+		t.Fatalf("the exporter's kubeconfig authenticates as %q (%v), want the overlay's service account", out, err)
+	}
+
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, rc.content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := sandbox.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := "127.0.0.1:" + strconv.Itoa(port)
+	if port, err = sandbox.FreePort(); err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	decode(t, only(t, objs, "Deployment"), &d)
+	var args []string
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		switch name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "="); name {
+		case "web.listen-address":
+			a = "--web.listen-address=127.0.0.1:" + strconv.Itoa(port)
+		case "web.probe-address":
+			a = "--web.probe-address=" + probe
+		case "config.file":
+			a = "--config.file=" + cfgFile
+		case "web.config.file":
+			continue // TLS and basic auth: TestWebConfigProbes
+		}
+		args = append(args, a)
+	}
+	logs := runExporter(t, buildExporter(t), append(args, "--kubeconfig="+kubeconfig))
+
+	readyz := func(want string) string {
+		t.Helper()
+		client := &http.Client{Timeout: 5 * time.Second}
+		deadline := time.Now().Add(60 * time.Second)
+		var last string
+		for {
+			if resp, err := client.Get("http://" + probe + "/readyz"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				if resp.StatusCode == http.StatusOK && strings.Contains(string(b), want) {
+					return string(b)
+				}
+				if strings.Contains(string(b), "forbidden") {
+					t.Fatalf("/readyz under the overlay's ClusterRole names something forbidden:\n%s", b)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz: no 200 with %q after 60s, last: %s\nexporter log:\n%s", want, last, logs())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	readyz("resource certificates.cert-manager.io: crd_missing")
+
+	// A CRD of cert-manager's name (the smallest that is served with a
+	// status subresource): tracked without a restart, with the overlay's rules.
+	crd := filepath.Join(dir, "crd.yaml")
+	if err := os.WriteFile(crd, []byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: certificates.cert-manager.io
+spec:
+  group: cert-manager.io
+  names: {kind: Certificate, plural: certificates, singular: certificate, listKind: CertificateList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := command(t.Context(), "", kubectl, admin, "apply", "-f", crd); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_, _ = command(context.Background(), "", kubectl, admin, "delete", "--ignore-not-found", "-f", crd)
+	})
+	established := time.Now()
+	readyz("resource certificates.cert-manager.io: tracking, synced")
+	t.Logf("certificates.cert-manager.io tracking and synced %v after the CRD was applied", time.Since(established).Round(10*time.Millisecond))
+	if strings.Contains(logs(), "forbidden") {
+		t.Errorf("forbidden under the overlay's ClusterRole; exporter log:\n%s", logs())
+	}
 }
