@@ -372,9 +372,13 @@ func TestExampleOverlayConfigRuns(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		var last string
 		for {
-			if resp, err := client.Get("http://" + probe + "/readyz"); err == nil {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+probe+"/readyz", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := client.Do(req); err == nil {
 				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+				_ = resp.Body.Close()
 				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
 				if resp.StatusCode == http.StatusOK && strings.Contains(string(b), want) {
 					return string(b)
