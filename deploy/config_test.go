@@ -88,8 +88,8 @@ func configFile(t *testing.T, objs []object) *renderedConfig {
 // checkConfig asserts that a rendering with --config.file holds a
 // configuration the exporter accepts, and a ClusterRole that grants list
 // and watch on everything it makes the exporter read (the same as
-// `kube-convergence-exporter rbac --config.file`, in process; TestConfig
-// RBACFromBinary asks the binary).
+// `kube-convergence-exporter rbac --config.file`, in process;
+// TestConfigRBACFromBinary asks the binary).
 func checkConfig(t *testing.T, objs []object) {
 	t.Helper()
 	rc := configFile(t, objs)
