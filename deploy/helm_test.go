@@ -5,11 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	yamlv3 "gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -17,9 +18,12 @@ import (
 // chartDir is the Helm chart, relative to this package.
 var chartDir = filepath.Join(repoRoot, "deploy", "helm", "kube-convergence-exporter")
 
-// allSwitches turns on every optional object of the chart: what the four
-// kustomize components add.
+// allSwitches turns on every optional object of the chart: what the five
+// kustomize components add, with the chart's example config and
+// rbac.extraRules (the same as the example overlay's config.yaml and
+// ClusterRole patch: TestHelmMatchesKustomize compares them).
 var allSwitches = []string{
+	"-f", chartConfigValues,
 	"--set", "serviceMonitor.enabled=true",
 	"--set", "prometheusRule.enabled=true",
 	"--set", "dashboards.enabled=true",
@@ -91,7 +95,7 @@ func TestHelmRenders(t *testing.T) {
 		checkRendered(t, objs, "monitoring")
 		checkWebConfig(t, objs)
 		for _, o := range objs {
-			if o.name() != "kce-kube-convergence-exporter" && o.name() != "kce-kube-convergence-exporter-dashboards" {
+			if !slices.Contains([]string{"kce-kube-convergence-exporter", "kce-kube-convergence-exporter-dashboards", "kce-kube-convergence-exporter-config"}, o.name()) {
 				t.Errorf("%s: not named after the release", o.id())
 			}
 		}
@@ -119,7 +123,27 @@ func TestHelmRenders(t *testing.T) {
 				t.Errorf("%s labels %v: want release=kube-prometheus-stack", kind, l)
 			}
 		}
+		if rc := configFile(t, objs); rc == nil || rc.configMap != "kce-kube-convergence-exporter-config" {
+			t.Errorf("config: want --config.file from the ConfigMap kce-kube-convergence-exporter-config, got %+v", rc)
+		}
 		dryRun(t, objs, "monitoring")
+	})
+	t.Run("config rolls the pod", func(t *testing.T) {
+		// The exporter reads its file at start: a change of value config
+		// must change the pod template, or the old file stays in force.
+		checksum := func(args ...string) string {
+			var d appsv1.Deployment
+			decode(t, only(t, helmTemplate(t, "kce", "monitoring", args...), "Deployment"), &d)
+			return d.Spec.Template.Annotations["checksum/config"]
+		}
+		a := checksum("-f", chartConfigValues)
+		b := checksum("-f", chartConfigValues, "--set", "config.resources[0].stallThreshold=20m")
+		if a == "" || a == b {
+			t.Errorf("checksum/config %q, after a change of config %q: want a checksum that changes", a, b)
+		}
+		if c := checksum(); c != "" {
+			t.Errorf("without config: checksum/config %q, want none (the same pod template as deploy/base)", c)
+		}
 	})
 }
 
@@ -166,6 +190,10 @@ func TestHelmMatchesKustomize(t *testing.T) {
 // that two releases do not select each other's pods).
 var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
 
+// configMapHash matches the hash suffix kustomize's configMapGenerator
+// gives the configuration's ConfigMap.
+var configMapHash = regexp.MustCompile(`^(.*-config)-[a-z0-9]{10}$`)
+
 // normalise indexes objects by kind/name, without Helm's own labels and
 // the image tag.
 func normalise(t *testing.T, objs []object) map[string]object {
@@ -192,9 +220,38 @@ func normalise(t *testing.T, objs []object) map[string]object {
 		}
 		dropLabels(c, "metadata", "labels")
 		switch c.kind() {
+		case "ConfigMap":
+			// The configuration: kustomize's generated name carries a
+			// hash of the content (the chart rolls the pod with an
+			// annotation instead), and the two write the same YAML
+			// differently.
+			meta := c.meta()
+			meta["name"] = configMapHash.ReplaceAllString(c.name(), "$1")
+			if data, _ := c["data"].(map[string]any); data != nil {
+				if text, ok := data["config.yaml"].(string); ok {
+					var tree any
+					if err := yamlv3.Unmarshal([]byte(text), &tree); err != nil {
+						t.Fatalf("%s: config.yaml: %v", c.id(), err)
+					}
+					data["config.yaml"] = tree
+				}
+			}
 		case "Deployment":
 			dropLabels(c, "spec", "selector", "matchLabels")
 			dropLabels(c, "spec", "template", "metadata", "labels")
+			tpl := c["spec"].(map[string]any)["template"].(map[string]any)
+			if a, ok := tpl["metadata"].(map[string]any)["annotations"].(map[string]any); ok {
+				delete(a, "checksum/config")
+				if len(a) == 0 {
+					delete(tpl["metadata"].(map[string]any), "annotations")
+				}
+			}
+			volumes, _ := tpl["spec"].(map[string]any)["volumes"].([]any)
+			for _, v := range volumes {
+				if cm, ok := v.(map[string]any)["configMap"].(map[string]any); ok {
+					cm["name"] = configMapHash.ReplaceAllString(cm["name"].(string), "$1")
+				}
+			}
 			containers := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
 			for _, ct := range containers {
 				ct := ct.(map[string]any)
@@ -228,6 +285,11 @@ func TestHelmSchemaRejects(t *testing.T) {
 		"interval":              "serviceMonitor.interval=30",
 		"switch not a boolean":  "networkPolicy.enabled=yes please",
 		"extra arg not a flag":  "extraArgs={stall.threshold=10m}",
+		"config unknown key":    "config.resource[0].group=cert-manager.io",
+		"config resource typo":  "config.resources[0].group=cert-manager.io,config.resources[0].resorce=certificates",
+		"config bad duration":   "config.resources[0].group=cert-manager.io,config.resources[0].resource=certificates,config.resources[0].stallThreshold=10",
+		"extra rule typo":       "rbac.extraRules[0].verb=list",
+		"extra rule no verbs":   "rbac.extraRules[0].resources={certificates}",
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := command(t.Context(), "", helm, "template", "x", chartDir, "--set", set)
@@ -248,7 +310,7 @@ func TestChartREADMEDocumentsEveryValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var values map[string]any
-	if err := yaml.Unmarshal(b, &values); err != nil {
+	if err := yamlv3.Unmarshal(b, &values); err != nil {
 		t.Fatal(err)
 	}
 	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))

@@ -61,3 +61,13 @@ label) and extra ones stay.
 {{- define "kce.webConfigSecret" -}}
 {{- .Values.webConfig.secretName | default (printf "%s-web-config" (include "kce.fullname" .)) -}}
 {{- end -}}
+
+{{/* The ConfigMap with the exporter's configuration file (value config). */}}
+{{- define "kce.configMapName" -}}
+{{- printf "%s-config" (include "kce.fullname" .) -}}
+{{- end -}}
+
+{{/* The configuration file: the value config as YAML. */}}
+{{- define "kce.configYAML" -}}
+{{- toYaml .Values.config -}}
+{{- end -}}
