@@ -39,11 +39,12 @@ func SLORules() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rf, err := slo.Generate(f)
+	opts := slo.Options{Selector: slo.DefaultSelector, ExporterAlerts: true}
+	rf, err := slo.GenerateWith(f, opts)
 	if err != nil {
 		return nil, err
 	}
-	return rf.YAML(slo.GeneratedHeader(SLOSpecPath))
+	return rf.YAML(slo.GeneratedHeader(SLOSpecPath, opts))
 }
 
 // PrometheusRule renders deploy/base/prometheusrule.yaml: the hand-written
