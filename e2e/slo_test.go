@@ -92,24 +92,31 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 
 	// A fast Deployment: its rollout is observed at once and available in
 	// well under 300 s, good events of two bundled SLIs.
+	// rollout-available counts pod template changes only: each Deployment
+	// is created, becomes available, and then gets a new template.
 	fastNS := namespace(t, "slo-fast")
 	if _, err := client.AppsV1().Deployments(fastNS).Create(ctx, demo.Deployment(fastNS, "fast", 2, demo.Delays(100*time.Millisecond, 100*time.Millisecond)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// A stuck one: its pods run and never pass readiness.
 	stuckNS := namespace(t, "slo-stuck")
-	created := time.Now()
-	if _, err := client.AppsV1().Deployments(stuckNS).Create(ctx, demo.Deployment(stuckNS, "stuck", 2, demo.NeverReady), metav1.CreateOptions{}); err != nil {
+	if _, err := client.AppsV1().Deployments(stuckNS).Create(ctx, demo.Deployment(stuckNS, "stuck", 2, demo.Delays(100*time.Millisecond, 100*time.Millisecond)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitAvailable(ctx, t, fastNS, "fast")
+	waitAvailable(ctx, t, stuckNS, "stuck")
+	// A fast template change: a good event of rollout-available. A stuck
+	// one: its new pods run and never pass readiness.
+	newTemplate(ctx, t, fastNS, "fast", map[string]string{"kce.test/revision": "2"})
+	created := time.Now()
+	newTemplate(ctx, t, stuckNS, "stuck", demo.NeverReady)
 
 	// The fast rollout's good events, as the bundled SLIs select them:
 	// le="30.0" (observedGeneration lag) and le="300.0" (rollout
 	// available). Per namespace first, so that other tests' rollouts on the
 	// shared exporter cannot make this pass.
 	for _, q := range []string{
-		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, stage="observed", le="30.0"}[5m]) > 0`, fastNS),
-		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, kind="Deployment", stage="available", le="300.0"}[5m]) > 0`, fastNS),
+		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, stage="observed", change="template", le="30.0"}[5m]) > 0`, fastNS),
+		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, kind="Deployment", stage="available", change="template", le="300.0"}[5m]) > 0`, fastNS),
 	} {
 		if _, err := prom.WaitFor(ctx, q, func(v model.Vector) bool { return len(v) == 1 }, 60*time.Second); err != nil {
 			t.Fatal(err)
@@ -162,7 +169,10 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 	// Since when, before which stage and why: the stalled gauge's value
 	// (the age of the write) and labels, read by the annotation's query.
 	desc := alert.Annotations["description"]
-	since := regexp.MustCompile(`^The rollout of Deployment ` + stuckNS + `/stuck was written (\d+m )?\d+s ago and is stuck before stage available \(reason readiness_failing\)\. Its containers run but never pass their readiness probe\.$`)
+	// Stage updated: the new ReplicaSet's pod never becomes ready, so the
+	// rolling update (maxUnavailable 25% of 2: 0) cannot replace the old
+	// pods.
+	since := regexp.MustCompile(`^The rollout of Deployment ` + stuckNS + `/stuck was written (\d+m )?[\d.]+s ago and is stuck before stage updated \(reason readiness_failing\)\. Its containers run but never pass their readiness probe\.$`)
 	if !since.MatchString(desc) {
 		t.Errorf("description %q does not say since when, before which stage and why", desc)
 	}
@@ -173,14 +183,14 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 	// The stuck rollout burns the rollout SLO's budget while it is stuck:
 	// at 300 s it crosses the threshold, and threshold="300.0" of its
 	// counter joins le="300.0" of the histogram in the bundled SLI.
-	q := fmt.Sprintf(`increase(kube_convergence_rollout_threshold_exceeded_total{namespace=%q, kind="Deployment", stage="available", threshold="300.0"}[5m]) > 0`, stuckNS)
+	q := fmt.Sprintf(`increase(kube_convergence_rollout_threshold_exceeded_total{namespace=%q, kind="Deployment", stage="available", change="template", threshold="300.0"}[5m]) > 0`, stuckNS)
 	if _, err := prom.WaitFor(ctx, q, func(v model.Vector) bool { return len(v) == 1 }, 6*time.Minute-time.Since(created)); err != nil {
 		t.Fatal(err)
 	}
 	v = waitSLI(ctx, t, prom, `slo:sli_error:ratio_rate5m{sloth_slo="rollout-available"} > 0`)
 	t.Logf("stuck rollout counted as bad by the rollout-available SLI %v after its write, still stuck: error ratio over 5m %v", time.Since(created).Round(time.Second), v[0].Value)
 	// The series exist at 0 from the episode's opening; none may have counted.
-	if v, err := prom.Query(ctx, fmt.Sprintf(`sum(kube_convergence_rollouts_total{namespace=%q}) > 0`, stuckNS)); err != nil || len(v) != 0 {
+	if v, err := prom.Query(ctx, fmt.Sprintf(`sum(kube_convergence_rollouts_total{namespace=%q, change="template"}) > 0`, stuckNS)); err != nil || len(v) != 0 {
 		t.Errorf("the stuck rollout has ended (%v, %v): the test wants it still stuck", v, err)
 	}
 	for _, name := range []string{"slo:period_burn_rate:ratio", "slo:period_error_budget_remaining:ratio", "slo:current_burn_rate:ratio"} {
@@ -205,4 +215,33 @@ func waitSLI(ctx context.Context, t *testing.T, prom *sandbox.Prometheus, q stri
 		t.Fatal(err)
 	}
 	return v
+}
+
+// waitAvailable waits until every replica of the Deployment is updated and
+// available.
+func waitAvailable(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, time.Minute, "deployment "+ns+"/"+name+" available", func() (bool, string) {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		st := d.Status
+		return d.Spec.Replicas != nil && st.ObservedGeneration == d.Generation && st.UpdatedReplicas == *d.Spec.Replicas && st.AvailableReplicas == *d.Spec.Replicas,
+			fmt.Sprintf("%+v", st)
+	})
+}
+
+// newTemplate writes a new pod template: the annotations replace the old
+// ones (a template change, change="template").
+func newTemplate(ctx context.Context, t *testing.T, ns, name string, annotations map[string]string) {
+	t.Helper()
+	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Annotations = annotations
+	if _, err := client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -32,7 +32,6 @@ import (
 
 type mutant struct {
 	name  string // what changed, e.g. "pod-startup: ticket pair 1 factor 3 -> 2.55"
-	slo   string // sloth_slo of the group, to run its tests first
 	rules []byte // the mutated rule file
 }
 
@@ -83,7 +82,7 @@ func mutants(t *testing.T, src []byte) []mutant {
 			t.Fatal(err)
 		}
 		sloName := strings.TrimPrefix(rf.Groups[gi].Name, "slo-kube-convergence-")
-		out = append(out, mutant{name: sloName + ": " + name, slo: sloName, rules: b})
+		out = append(out, mutant{name: sloName + ": " + name, rules: b})
 	}
 	for gi, g := range rf.Groups {
 		var recorded []time.Duration
@@ -222,14 +221,56 @@ func passes(ctx context.Context, pt, dir string, rules []byte, files []string, r
 	return err == nil, nil
 }
 
-// mutationEnv turns the mutation check on: it runs promtool once or more
-// per mutant (about 190 of them), 20 to 40 minutes on 2 cores, too long
-// for every `go test ./rules/`. make rules-mutation sets it.
+// mutationEnv turns the mutation check on: it runs promtool up to once
+// per test group and mutant (about 190 mutants), minutes on 2 cores, too
+// long for every `go test ./rules/`. make rules-mutation sets it.
 const mutationEnv = "KCE_MUTATION"
+
+// testGroup is one promtool test group: its file, its name and its cost
+// (the last evaluation time, in minutes of evaluation).
+type testGroup struct {
+	file, name string
+	cost       time.Duration
+}
+
+// testGroups lists the test groups of files, cheapest first: a mutant is
+// caught by the first group that fails, so the usual mutant costs a few
+// short groups instead of every file.
+func testGroups(t *testing.T, files []string) []testGroup {
+	t.Helper()
+	var out []testGroup
+	for _, f := range files {
+		var tf struct {
+			Tests []struct {
+				Name  string `yaml:"name"`
+				Evals []struct {
+					EvalTime string `yaml:"eval_time"`
+				} `yaml:"alert_rule_test"`
+				Exprs []struct {
+					EvalTime string `yaml:"eval_time"`
+				} `yaml:"promql_expr_test"`
+			} `yaml:"tests"`
+		}
+		readYAML(t, f, &tf)
+		for _, tc := range tf.Tests {
+			g := testGroup{file: f, name: tc.Name}
+			for _, e := range append(tc.Evals, tc.Exprs...) {
+				d, err := slo.ParseDuration(e.EvalTime)
+				if err != nil {
+					t.Fatalf("%s: %s: eval_time %q: %v", f, tc.Name, e.EvalTime, err)
+				}
+				g.cost = max(g.cost, d)
+			}
+			out = append(out, g)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b testGroup) int { return int(a.cost - b.cost) })
+	return out
+}
 
 func TestEveryMutantOfTheSLORulesFailsATest(t *testing.T) {
 	if os.Getenv(mutationEnv) == "" {
-		t.Skipf("set %s=1 (make rules-mutation): runs promtool once or more per mutant", mutationEnv)
+		t.Skipf("set %s=1 (make rules-mutation): runs promtool up to once per test group and mutant", mutationEnv)
 	}
 	pt := promtool(t)
 	src, err := os.ReadFile(filepath.Base(SLORulesPath))
@@ -240,30 +281,27 @@ func TestEveryMutantOfTheSLORulesFailsATest(t *testing.T) {
 	if ok, err := passes(t.Context(), pt, t.TempDir(), src, files, ""); err != nil || !ok {
 		t.Fatalf("the unmutated rules fail their tests (%v)", err)
 	}
-	// Cheapest first: a mutant is usually caught by the first file that
-	// pins its number, and the day-long tests of exporter.test.yml only
-	// pin the `for` of the no-events and exporter alerts.
-	order := map[string]int{"slos.test.yml": 0, "burnrate-long.test.yml": 1, "burnrate.test.yml": 2}
-	slices.SortStableFunc(files, func(a, b string) int {
-		rank := func(f string) int {
-			if r, ok := order[filepath.Base(f)]; ok {
-				return r
-			}
-			return len(order)
-		}
-		return rank(a) - rank(b)
-	})
+	groups := testGroups(t, files)
 	ms := mutants(t, src)
 	if len(ms) < 50 {
 		t.Fatalf("only %d mutants: the rule layout changed under the mutation patterns", len(ms))
 	}
-	// Two at a time: promtool is single-threaded per test file and the
-	// machine is shared.
+	// KCE_MUTATION=<regexp> (other than 1) runs the mutants it matches.
+	if f := os.Getenv(mutationEnv); f != "1" {
+		re, err := regexp.Compile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", mutationEnv, err)
+		}
+		ms = slices.DeleteFunc(ms, func(m mutant) bool { return !re.MatchString(m.name) })
+	}
+	// Two at a time: promtool is single-threaded and the machine is
+	// shared.
 	sem := make(chan struct{}, 2)
 	var (
 		mu        sync.Mutex
 		survivors []string
 		errs      []string
+		runs      int
 		wg        sync.WaitGroup
 	)
 	for _, m := range ms {
@@ -273,17 +311,22 @@ func TestEveryMutantOfTheSLORulesFailsATest(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			dir := t.TempDir()
-			survived := true
+			survived, n := true, 0
 			var err error
-			for _, f := range files {
+			for _, g := range groups {
+				n++
 				var ok bool
-				if ok, err = passes(t.Context(), pt, dir, m.rules, []string{f}, ""); err != nil || !ok {
+				if ok, err = passes(t.Context(), pt, dir, m.rules, []string{g.file}, "^"+regexp.QuoteMeta(g.name)+"$"); err != nil || !ok {
 					survived = false
+					if err == nil {
+						t.Logf("caught: %s, by %s: %q", m.name, filepath.Base(g.file), g.name)
+					}
 					break
 				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			runs += n
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Sprintf("%s: %v", m.name, err))
@@ -300,7 +343,7 @@ func TestEveryMutantOfTheSLORulesFailsATest(t *testing.T) {
 	for _, s := range survivors {
 		t.Errorf("mutant passes every promtool test: %s", s)
 	}
-	t.Logf("%d mutants, %d caught", len(ms), len(ms)-len(survivors))
+	t.Logf("%d mutants, %d caught, %d promtool runs over %d test groups", len(ms), len(ms)-len(survivors), runs, len(groups))
 }
 
 // The mutation patterns find what they should in the generated rules

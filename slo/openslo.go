@@ -16,7 +16,7 @@ import (
 )
 
 // openSLOVersion is the only OpenSLO version read. Sloth reads v1alpha
-// only (FACTS.md); v1 is the stable one.
+// only (its OpenSLO plugin parses openslo/v1alpha); v1 is the stable one.
 const openSLOVersion = "openslo/v1"
 
 // What of OpenSLO v1 is read (docs/slo.md has the same list):
