@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e rules-test demo generate lint tools clean
+.PHONY: all build test test-unit test-e2e rules-test rules-mutation demo generate lint tools clean
 
 all: build
 
@@ -51,6 +51,12 @@ test-e2e:
 ## rules (part of test-unit too; needs the promtool of make tools).
 rules-test:
 	$(GO) test -count=1 ./rules/
+
+## rules-mutation: perturb every burn-rate factor, window and `for` of the
+## generated SLO rules and require a promtool test to fail on each (20-40
+## minutes on 2 cores; rules/mutation_test.go).
+rules-mutation:
+	KCE_MUTATION=1 $(GO) test -count=1 -timeout 90m -run TestEveryMutantOfTheSLORulesFailsATest ./rules/
 
 demo: tools build
 	$(GO) build -o $(BIN)/kce-demo ./cmd/kce-demo

@@ -2,7 +2,7 @@
 // kube-convergence-exporter with grafana-foundation-sdk. `make generate`
 // (go run ./internal/gen) writes each one to dashboards/<uid>.json and all of
 // them into one ConfigMap for Grafana's dashboard sidecar
-// (deploy/base/grafana-dashboards.yaml); both are committed, and
+// (deploy/components/grafana-dashboards/grafana-dashboards.yaml); both are committed, and
 // internal/gen's staleness test fails when they are out of date.
 //
 // Three choices differ from the SDK's defaults, on purpose:
@@ -29,9 +29,6 @@ import (
 
 // Dir holds the generated JSON files, relative to the repository root.
 const Dir = "dashboards"
-
-// ConfigMapPath is the sidecar ConfigMap, relative to the repository root.
-const ConfigMapPath = "deploy/base/grafana-dashboards.yaml"
 
 // Tag is on every dashboard; the dashboards link to each other through it.
 const Tag = "kube-convergence"
@@ -84,7 +81,7 @@ func (d Dashboard) JSON() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// ConfigMap renders deploy/base/grafana-dashboards.yaml: every dashboard in
+// ConfigMap renders deploy/components/grafana-dashboards/grafana-dashboards.yaml: every dashboard in
 // one ConfigMap labelled for the sidecar of Grafana's Helm chart (and of
 // kube-prometheus-stack), which loads every ConfigMap with the label
 // grafana_dashboard in the namespaces it watches.

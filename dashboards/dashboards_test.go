@@ -395,7 +395,8 @@ func checkQuery(t *testing.T, what fmt.Stringer, expr string, known exposed) {
 			if m.Name != model.MetricNameLabel && !slices.Contains(ls, m.Name) {
 				t.Errorf("%s: matches label %q of %s, which has only %v", what, m.Name, name, ls)
 			}
-			// Prometheus 3 stores le="5.0", not le="5" (FACTS.md), and the
+			// Prometheus 3 stores le="5.0", not le="5" (Prometheus 3 migration guide,
+			// "le and quantile label values"), and the
 			// exporter writes threshold the same way: anything else
 			// matches nothing on a real server.
 			if (m.Name == "le" || m.Name == "threshold") && m.Type == labels.MatchEqual {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,12 +18,12 @@ import (
 // startRulesPrometheus runs a real Prometheus that scrapes the shared
 // exporter the way the README says (native histograms on, classic buckets
 // kept) and evaluates the bundled rule files unmodified.
+//
+// The stuck-rollout alert waits 10 minutes for progress and 15 of `for`;
+// shortenedRules cuts both to 10 s and leaves every expression as bundled.
 func startRulesPrometheus(ctx context.Context, t *testing.T, e *exporterProc, alertmanager string, extraArgs ...string) *sandbox.Prometheus {
 	t.Helper()
-	ruleFiles, err := filepath.Glob(filepath.Join("..", "rules", "*.rules.yml"))
-	if err != nil || len(ruleFiles) < 2 {
-		t.Fatalf("bundled rule files: %v %v", ruleFiles, err)
-	}
+	ruleFiles := shortenedRules(t, t.TempDir())
 	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{
 		Targets: []sandbox.ScrapeTarget{{
 			// The job name the bundled alerts select on (ServiceMonitor:
@@ -93,24 +92,31 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 
 	// A fast Deployment: its rollout is observed at once and available in
 	// well under 300 s, good events of two bundled SLIs.
+	// rollout-available counts pod template changes only: each Deployment
+	// is created, becomes available, and then gets a new template.
 	fastNS := namespace(t, "slo-fast")
 	if _, err := client.AppsV1().Deployments(fastNS).Create(ctx, demo.Deployment(fastNS, "fast", 2, demo.Delays(100*time.Millisecond, 100*time.Millisecond)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// A stuck one: its pods run and never pass readiness.
 	stuckNS := namespace(t, "slo-stuck")
-	created := time.Now()
-	if _, err := client.AppsV1().Deployments(stuckNS).Create(ctx, demo.Deployment(stuckNS, "stuck", 2, demo.NeverReady), metav1.CreateOptions{}); err != nil {
+	if _, err := client.AppsV1().Deployments(stuckNS).Create(ctx, demo.Deployment(stuckNS, "stuck", 2, demo.Delays(100*time.Millisecond, 100*time.Millisecond)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitAvailable(ctx, t, fastNS, "fast")
+	waitAvailable(ctx, t, stuckNS, "stuck")
+	// A fast template change: a good event of rollout-available. A stuck
+	// one: its new pods run and never pass readiness.
+	newTemplate(ctx, t, fastNS, "fast", map[string]string{"kce.test/revision": "2"})
+	created := time.Now()
+	newTemplate(ctx, t, stuckNS, "stuck", demo.NeverReady)
 
 	// The fast rollout's good events, as the bundled SLIs select them:
 	// le="30.0" (observedGeneration lag) and le="300.0" (rollout
 	// available). Per namespace first, so that other tests' rollouts on the
 	// shared exporter cannot make this pass.
 	for _, q := range []string{
-		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, stage="observed", le="30.0"}[5m]) > 0`, fastNS),
-		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, kind="Deployment", stage="available", le="300.0"}[5m]) > 0`, fastNS),
+		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, stage="observed", change="template", le="30.0"}[5m]) > 0`, fastNS),
+		fmt.Sprintf(`increase(kube_convergence_rollout_duration_seconds_bucket{namespace=%q, kind="Deployment", stage="available", change="template", le="300.0"}[5m]) > 0`, fastNS),
 	} {
 		if _, err := prom.WaitFor(ctx, q, func(v model.Vector) bool { return len(v) == 1 }, 60*time.Second); err != nil {
 			t.Fatal(err)
@@ -128,7 +134,8 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 	t.Logf("fast rollout counted by the bundled SLIs (le=\"30.0\", le=\"300.0\") %v after its write", time.Since(created).Round(time.Second))
 
 	// The stuck rollout: stalled at 15 s, KubeConvergenceRolloutStuck
-	// pending for 1m, then Prometheus -> Alertmanager -> webhook.
+	// (waits shortened to 10 s) pending, then Prometheus -> Alertmanager ->
+	// webhook.
 	alert, err := receiver.WaitFor(ctx, func(a sandbox.ReceivedAlert) bool {
 		return a.Status == "firing" && a.Labels["alertname"] == "KubeConvergenceRolloutStuck" && a.Labels["namespace"] == stuckNS
 	}, 3*time.Minute)
@@ -144,8 +151,6 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 		"kind":      "Deployment",
 		"namespace": stuckNS,
 		"name":      "stuck",
-		"stage":     "available",
-		"reason":    "readiness_failing",
 	}
 	for k, want := range wantLabels {
 		if alert.Labels[k] != want {
@@ -155,21 +160,21 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 	if len(alert.Labels) != len(wantLabels) {
 		t.Errorf("labels %v, want exactly %v", alert.Labels, wantLabels)
 	}
-	if got, want := alert.Annotations["summary"], "Deployment "+stuckNS+"/stuck is stuck before available: readiness_failing"; got != want {
+	if got, want := alert.Annotations["summary"], "Deployment "+stuckNS+"/stuck has reached no stage for 10 minutes"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
-	if got, want := alert.Annotations["runbook_url"], "https://github.com/kube-convergence/kube-convergence-exporter/blob/main/docs/rollouts.md#stall-reasons"; got != want {
+	if got, want := alert.Annotations["runbook_url"], "https://github.com/kube-convergence/kube-convergence-exporter/blob/main/docs/runbooks.md#kubeconvergencerolloutstuck"; got != want {
 		t.Errorf("runbook_url %q, want %q", got, want)
 	}
-	// Since when: the stalled gauge's value, the age of the write, is at
-	// least the stall threshold plus the rule's `for`.
+	// Since when, before which stage and why: the stalled gauge's value
+	// (the age of the write) and labels, read by the annotation's query.
 	desc := alert.Annotations["description"]
-	since := regexp.MustCompile(`^The rollout of Deployment ` + stuckNS + `/stuck was written (\d+m )?\d+s ago and has not reached stage available\. Its containers run but never pass their readiness probe\.$`)
+	// Stage updated: the new ReplicaSet's pod never becomes ready, so the
+	// rolling update (maxUnavailable 25% of 2: 0) cannot replace the old
+	// pods.
+	since := regexp.MustCompile(`^The rollout of Deployment ` + stuckNS + `/stuck was written (\d+m )?[\d.]+s ago and is stuck before stage updated \(reason readiness_failing\)\. Its containers run but never pass their readiness probe\.$`)
 	if !since.MatchString(desc) {
-		t.Errorf("description %q does not say since when and why", desc)
-	}
-	if m := regexp.MustCompile(`written (\d+)m`).FindStringSubmatch(desc); len(m) < 2 || m[1] == "0" {
-		t.Errorf("description %q: want an age of at least 1m (15 s stall threshold + 1m for)", desc)
+		t.Errorf("description %q does not say since when, before which stage and why", desc)
 	}
 	if u := alert.Annotations["exporter_url"]; u != "" {
 		t.Errorf("exporter_url %q, want none: the shared exporter has no --web.external-url", u)
@@ -178,14 +183,14 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 	// The stuck rollout burns the rollout SLO's budget while it is stuck:
 	// at 300 s it crosses the threshold, and threshold="300.0" of its
 	// counter joins le="300.0" of the histogram in the bundled SLI.
-	q := fmt.Sprintf(`increase(kube_convergence_rollout_threshold_exceeded_total{namespace=%q, kind="Deployment", stage="available", threshold="300.0"}[5m]) > 0`, stuckNS)
+	q := fmt.Sprintf(`increase(kube_convergence_rollout_threshold_exceeded_total{namespace=%q, kind="Deployment", stage="available", change="template", threshold="300.0"}[5m]) > 0`, stuckNS)
 	if _, err := prom.WaitFor(ctx, q, func(v model.Vector) bool { return len(v) == 1 }, 6*time.Minute-time.Since(created)); err != nil {
 		t.Fatal(err)
 	}
 	v = waitSLI(ctx, t, prom, `slo:sli_error:ratio_rate5m{sloth_slo="rollout-available"} > 0`)
 	t.Logf("stuck rollout counted as bad by the rollout-available SLI %v after its write, still stuck: error ratio over 5m %v", time.Since(created).Round(time.Second), v[0].Value)
 	// The series exist at 0 from the episode's opening; none may have counted.
-	if v, err := prom.Query(ctx, fmt.Sprintf(`sum(kube_convergence_rollouts_total{namespace=%q}) > 0`, stuckNS)); err != nil || len(v) != 0 {
+	if v, err := prom.Query(ctx, fmt.Sprintf(`sum(kube_convergence_rollouts_total{namespace=%q, change="template"}) > 0`, stuckNS)); err != nil || len(v) != 0 {
 		t.Errorf("the stuck rollout has ended (%v, %v): the test wants it still stuck", v, err)
 	}
 	for _, name := range []string{"slo:period_burn_rate:ratio", "slo:period_error_budget_remaining:ratio", "slo:current_burn_rate:ratio"} {
@@ -210,4 +215,33 @@ func waitSLI(ctx context.Context, t *testing.T, prom *sandbox.Prometheus, q stri
 		t.Fatal(err)
 	}
 	return v
+}
+
+// waitAvailable waits until every replica of the Deployment is updated and
+// available.
+func waitAvailable(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, time.Minute, "deployment "+ns+"/"+name+" available", func() (bool, string) {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		st := d.Status
+		return d.Spec.Replicas != nil && st.ObservedGeneration == d.Generation && st.UpdatedReplicas == *d.Spec.Replicas && st.AvailableReplicas == *d.Spec.Replicas,
+			fmt.Sprintf("%+v", st)
+	})
+}
+
+// newTemplate writes a new pod template: the annotations replace the old
+// ones (a template change, change="template").
+func newTemplate(ctx context.Context, t *testing.T, ns, name string, annotations map[string]string) {
+	t.Helper()
+	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Annotations = annotations
+	if _, err := client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

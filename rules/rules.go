@@ -14,10 +14,9 @@ import (
 
 // Paths of the bundled files, relative to the repository root.
 const (
-	SLOSpecPath        = "rules/slos.yaml"
-	SLORulesPath       = "rules/kube-convergence-slos.rules.yml"
-	AlertsPath         = "rules/kube-convergence-alerts.rules.yml"
-	PrometheusRulePath = "deploy/base/prometheusrule.yaml"
+	SLOSpecPath  = "rules/slos.yaml"
+	SLORulesPath = "rules/kube-convergence-slos.rules.yml"
+	AlertsPath   = "rules/kube-convergence-alerts.rules.yml"
 )
 
 var (
@@ -39,14 +38,16 @@ func SLORules() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rf, err := slo.Generate(f)
+	opts := slo.Options{Selector: slo.DefaultSelector, ExporterAlerts: true}
+	rf, err := slo.GenerateWith(f, opts)
 	if err != nil {
 		return nil, err
 	}
-	return rf.YAML(slo.GeneratedHeader(SLOSpecPath))
+	return rf.YAML(slo.GeneratedHeader(SLOSpecPath, opts))
 }
 
-// PrometheusRule renders deploy/base/prometheusrule.yaml: the hand-written
+// PrometheusRule renders deploy/components/prometheus-operator/prometheusrule.yaml
+// (internal/gen/manifests.PrometheusRulePath): the hand-written
 // alerts and the SLO rules in one prometheus-operator object.
 func PrometheusRule() ([]byte, error) {
 	generated, err := SLORules()

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,14 +172,47 @@ func TestEveryAlertIsTestedBothWays(t *testing.T) {
 	}
 }
 
-// le and threshold values: Prometheus 3 stores le="1" as "1.0" and the
-// exporter writes threshold labels the same way, so a rule or a promtool
-// input with le="1" matches nothing on a real Prometheus (FACTS.md).
+// le and threshold values. client_golang exposes le="300"; Prometheus 3
+// (and any OpenMetrics scrape) stores it as "300.0", Prometheus 2 as
+// "300". Rules must match both, with le=~"300(\\.0)?" (an exact match on
+// either form matches nothing on the other kind of server); test inputs
+// must use one of the two stored forms, and at least one test feeds the
+// Prometheus 2 form so that the regular expressions are exercised.
 var leOrThreshold = regexp.MustCompile(`\b(le|threshold)\s*(=~?|!=)\s*"([^"]*)"`)
 
-func TestLeAndThresholdInStoredForm(t *testing.T) {
-	files := append(glob(t, "*.rules.yml"), glob(t, filepath.Join("tests", "*.yml"))...)
-	for _, f := range files {
+func TestLeAndThresholdMatchBothStoredForms(t *testing.T) {
+	for _, f := range glob(t, "*.rules.yml") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range leOrThreshold.FindAllSubmatch(b, -1) {
+			// The YAML block holds the PromQL string literal: \\ is one
+			// backslash of the regular expression.
+			expr := strings.ReplaceAll(string(m[3]), `\\`, `\`)
+			re, err := regexp.Compile("^(?:" + expr + ")$")
+			if string(m[2]) != "=~" || err != nil {
+				t.Errorf("%s: %s: want %s=~ with a regular expression matching both stored forms", f, m[0], m[1])
+				continue
+			}
+			n := 0
+			for _, form := range []string{"0.1", "0.25", "5", "5.0", "30", "30.0", "300", "300.0"} {
+				if re.MatchString(form) {
+					n++
+				}
+			}
+			x, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(expr, `(\.0)?`), ""), 64)
+			whole := x == float64(int64(x)) && x > 0
+			if whole && (!re.MatchString(latency.Threshold(x)) || !re.MatchString(strconv.FormatFloat(x, 'g', -1, 64))) {
+				t.Errorf("%s: %s: does not match both %q and %q", f, m[0], strconv.FormatFloat(x, 'g', -1, 64), latency.Threshold(x))
+			}
+			if n > 2 {
+				t.Errorf("%s: %s: matches %d different bounds", f, m[0], n)
+			}
+		}
+	}
+	prom2 := 0
+	for _, f := range glob(t, filepath.Join("tests", "*.yml")) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -187,20 +221,19 @@ func TestLeAndThresholdInStoredForm(t *testing.T) {
 			v := string(m[3])
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Errorf("%s: %s: not a number", f, m[0])
-				continue
+				continue // a regular expression in a query
 			}
-			if latency.Threshold(x) != v && !isTrapExample(f, m[0]) {
-				t.Errorf("%s: %s: write %s=%q, the form Prometheus 3 stores", f, m[0], m[1], latency.Threshold(x))
+			if v != latency.Threshold(x) && v != strconv.FormatFloat(x, 'g', -1, 64) {
+				t.Errorf("%s: %s: neither stored form (%q, %q)", f, m[0], strconv.FormatFloat(x, 'g', -1, 64), latency.Threshold(x))
+			}
+			if v != latency.Threshold(x) {
+				prom2++
 			}
 		}
 	}
-}
-
-// isTrapExample: the one test input that shows the exposition form
-// matching nothing.
-func isTrapExample(file string, match []byte) bool {
-	return filepath.Base(file) == "slos.test.yml" && string(match) == `le="5"`
+	if prom2 == 0 {
+		t.Error(`no test feeds le="300"-style series (the form Prometheus 2 stores)`)
+	}
 }
 
 // The generated rule file is tested by the test files that load it.

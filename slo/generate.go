@@ -2,6 +2,8 @@ package slo
 
 import (
 	"fmt"
+
+	"github.com/prometheus/prometheus/promql/parser"
 	"math/big"
 	"slices"
 	"strconv"
@@ -70,21 +72,92 @@ const (
 	groupPrefix   = "slo-"
 )
 
-// Generate renders the rules of every SLO of f: one group per SLO, holding
-// its recording rules, then its alerts.
-func Generate(f *File) (*RuleFile, error) {
+// DefaultSelector selects the exporter's scrape targets: the job the
+// ServiceMonitor of deploy/ gives them (prometheus-operator names the job
+// after the Service, or after the label its jobLabel names).
+const DefaultSelector = `job="kube-convergence-exporter"`
+
+// Options are the generator's parameters; the zero value is the default.
+type Options struct {
+	// Selector is a list of label matchers, without braces, that selects
+	// the exporter's targets in `up` and in its own metrics: the
+	// no-events tickets and the exporter alerts read it. Empty means
+	// DefaultSelector.
+	Selector string
+	// ExporterAlerts adds the group ExporterGroup: the exporter is absent,
+	// down or serving incomplete metrics. The bundled rules have it; a
+	// user's SLO file next to them does not need it twice.
+	ExporterAlerts bool
+	// GroupBy are labels every sum keeps and every join matches on, for a
+	// central ruler (Thanos, Mimir) that evaluates the rules of several
+	// clusters at once: ["cluster"] gives sum by (cluster) and
+	// and on (cluster). Empty: one Prometheus per cluster.
+	GroupBy []string
+	// DashboardURL is the dashboard_url annotation of every burn-rate and
+	// no-events alert whose SLO does not set its own (e.g. /d/<uid> of the
+	// dashboard `slo generate --dashboards` writes). Empty: none.
+	DashboardURL string
+}
+
+// ExporterGroup is the name of the group of exporter alerts.
+const ExporterGroup = "kube-convergence-exporter-scrape"
+
+func (o Options) selector() string {
+	if strings.TrimSpace(o.Selector) == "" {
+		return DefaultSelector
+	}
+	return strings.TrimSpace(o.Selector)
+}
+
+// CheckSelector reports whether sel is a valid list of label matchers
+// that cannot match every series.
+func CheckSelector(sel string) error {
+	if strings.ContainsAny(sel, "{}") {
+		return fmt.Errorf("selector %q: write the matchers without braces, e.g. %s", sel, DefaultSelector)
+	}
+	ms, err := parser.NewParser(parser.Options{}).ParseMetricSelector("up{" + sel + "}")
+	if err != nil {
+		return fmt.Errorf("selector %q: %w", sel, err)
+	}
+	for _, m := range ms {
+		if m.Name != "__name__" && !m.Matches("") {
+			return nil
+		}
+	}
+	return fmt.Errorf("selector %q matches every target; want at least one matcher that needs a value, such as %s", sel, DefaultSelector)
+}
+
+// Generate renders the rules of every SLO of f with the default options.
+func Generate(f *File) (*RuleFile, error) { return GenerateWith(f, Options{}) }
+
+// GenerateWith renders the rules of every SLO of f: one group per SLO,
+// holding its recording rules, then its alerts; then, with
+// o.ExporterAlerts, the exporter's own alerts.
+func GenerateWith(f *File, o Options) (*RuleFile, error) {
+	if err := CheckSelector(o.selector()); err != nil {
+		return nil, err
+	}
+	for _, l := range o.GroupBy {
+		if !labelName.MatchString(l) || strings.HasPrefix(l, "__") || reservedLabel(l) || l == "le" {
+			return nil, fmt.Errorf("group-by %q: not a label the rules can group by", l)
+		}
+	}
 	rf := &RuleFile{}
 	for i := range f.SLOs {
-		g, err := generateSLO(&f.SLOs[i])
+		g, err := generateSLO(&f.SLOs[i], o)
 		if err != nil {
 			return nil, fmt.Errorf("%s: slo %q: %w", position(f.Name, f.SLOs[i].Line), f.SLOs[i].Name, err)
 		}
 		rf.Groups = append(rf.Groups, g)
 	}
+	if o.ExporterAlerts {
+		rf.Groups = append(rf.Groups, o.aggregation().exporterGroup())
+	}
 	return rf, nil
 }
 
-func generateSLO(s *SLO) (RuleGroup, error) {
+func generateSLO(s *SLO, o Options) (RuleGroup, error) {
+	a := o.aggregation()
 	g := RuleGroup{Name: groupPrefix + s.ID()}
 	id := s.ID()
 	sel := func(metric string) string { return fmt.Sprintf("%s{%s=%q}", metric, labelID, id) }
@@ -109,17 +182,17 @@ func generateSLO(s *SLO) (RuleGroup, error) {
 		if !ok {
 			return g, fmt.Errorf("unknown latency metric %q", l.Metric)
 		}
-		good := fmt.Sprintf("sum(rate(%s[5m]))", l.goodSelector(m))
-		bad := fmt.Sprintf("sum(rate(%s[5m]))", l.badSelector(m))
+		good := a.sum(fmt.Sprintf("rate(%s[5m])", l.goodSelector(m)))
+		bad := a.sum(fmt.Sprintf("rate(%s[5m])", l.badSelector(m)))
 		g.Rules = append(g.Rules,
-			Rule{Record: RecordBadRate, Expr: orZero(bad), Labels: base},
-			Rule{Record: RecordTotalRate, Expr: "(" + orZero(good) + ")\n+\n(" + orZero(bad) + ")", Labels: base},
+			Rule{Record: RecordBadRate, Expr: a.orZero(bad), Labels: base},
+			Rule{Record: RecordTotalRate, Expr: "(" + a.orZero(good) + ")\n+\n(" + a.orZero(bad) + ")", Labels: base},
 		)
 	case s.SLI.Ratio != nil:
 		r := s.SLI.Ratio
 		g.Rules = append(g.Rules,
-			Rule{Record: RecordBadRate, Expr: orZero("sum(" + withWindow(r.ErrorQuery, "5m") + ")"), Labels: base},
-			Rule{Record: RecordTotalRate, Expr: orZero("sum(" + withWindow(r.TotalQuery, "5m") + ")"), Labels: base},
+			Rule{Record: RecordBadRate, Expr: a.orZero(a.sum(withWindow(r.ErrorQuery, "5m"))), Labels: base},
+			Rule{Record: RecordTotalRate, Expr: a.orZero(a.sum(withWindow(r.TotalQuery, "5m"))), Labels: base},
 		)
 	case s.SLI.GoodMinutes != nil:
 		gm := s.SLI.GoodMinutes
@@ -129,11 +202,11 @@ func generateSLO(s *SLO) (RuleGroup, error) {
 		// minute, so the ratio is the fraction of minutes whatever the
 		// interval.
 		g.Rules = append(g.Rules,
-			Rule{Record: RecordBadMinute, Expr: fmt.Sprintf("(vector(1) and on () (%s))\nor on ()\n(vector(0) and on () (%s))", strings.TrimSpace(gm.BadWhen), strings.TrimSpace(gm.CountWhen)), Labels: labels()},
+			Rule{Record: RecordBadMinute, Expr: a.badMinute(strings.TrimSpace(gm.BadWhen), strings.TrimSpace(gm.CountWhen)), Labels: labels()},
 			// bad minutes per second: the fraction of bad minutes / 60 s.
-			Rule{Record: RecordBadRate, Expr: orZero(fmt.Sprintf("sum(sum_over_time(%s[5m])) / sum(count_over_time(%s[5m])) / 60", minute, minute)), Labels: base},
+			Rule{Record: RecordBadRate, Expr: a.orZero(fmt.Sprintf("%s / %s / 60", a.sum("sum_over_time("+minute+"[5m])"), a.sum("count_over_time("+minute+"[5m])"))), Labels: base},
 			// counted minutes per second: 1/60 while minutes count.
-			Rule{Record: RecordTotalRate, Expr: orZero(fmt.Sprintf("clamp_max(sum(count_over_time(%s[5m])), 1) / 60", minute)), Labels: base},
+			Rule{Record: RecordTotalRate, Expr: a.orZero(fmt.Sprintf("clamp_max(%s, 1) / 60", a.sum("count_over_time("+minute+"[5m])"))), Labels: base},
 		)
 	default:
 		return g, fmt.Errorf("no indicator")
@@ -158,9 +231,9 @@ func generateSLO(s *SLO) (RuleGroup, error) {
 	}
 	slices.Sort(windows)
 	for _, w := range windows {
-		g.Rules = append(g.Rules, Rule{Record: RecordErrorRatioPrefix + FormatDuration(w), Expr: errorRatio(sel, w), Labels: labels(labelWindow, FormatDuration(w))})
+		g.Rules = append(g.Rules, Rule{Record: RecordErrorRatioPrefix + FormatDuration(w), Expr: a.errorRatio(sel, w), Labels: labels(labelWindow, FormatDuration(w))})
 	}
-	g.Rules = append(g.Rules, Rule{Record: RecordErrorRatioPeriod, Expr: errorRatio(sel, s.Period), Labels: labels(labelWindow, FormatDuration(s.Period))})
+	g.Rules = append(g.Rules, Rule{Record: RecordErrorRatioPeriod, Expr: a.errorRatio(sel, s.Period), Labels: labels(labelWindow, FormatDuration(s.Period))})
 	if s.Period == 30*Day {
 		g.Rules = append(g.Rules, Rule{Record: sloth30dAlias, Expr: sel(RecordErrorRatioPeriod), Labels: labels(labelWindow, "30d")})
 	}
@@ -171,9 +244,9 @@ func generateSLO(s *SLO) (RuleGroup, error) {
 		Rule{Record: RecordObjective, Expr: "vector(" + formatRat(s.Objective) + ")", Labels: labels()},
 		Rule{Record: RecordErrorBudget, Expr: "vector(" + budget + ")", Labels: labels()},
 		Rule{Record: RecordPeriodDays, Expr: "vector(" + days + ")", Labels: labels()},
-		Rule{Record: RecordCurrentBurnRate, Expr: fmt.Sprintf("sum(%s) / %s", sel(RecordErrorRatioPrefix+"5m"), budget), Labels: labels()},
-		Rule{Record: RecordPeriodBurnRate, Expr: fmt.Sprintf("sum(%s) / %s", sel(RecordErrorRatioPeriod), budget), Labels: labels()},
-		Rule{Record: RecordBudgetRemaining, Expr: fmt.Sprintf("1 - sum(%s)", sel(RecordPeriodBurnRate)), Labels: labels()},
+		Rule{Record: RecordCurrentBurnRate, Expr: fmt.Sprintf("%s / %s", a.sum(sel(RecordErrorRatioPrefix+"5m")), budget), Labels: labels()},
+		Rule{Record: RecordPeriodBurnRate, Expr: fmt.Sprintf("%s / %s", a.sum(sel(RecordErrorRatioPeriod)), budget), Labels: labels()},
+		Rule{Record: RecordBudgetRemaining, Expr: fmt.Sprintf("1 - %s", a.sum(sel(RecordPeriodBurnRate))), Labels: labels()},
 		Rule{Record: RecordInfo, Expr: "vector(1)", Labels: labels("sloth_objective", formatRat(new(big.Rat).Mul(s.Objective, big.NewRat(100, 1))), "sloth_spec", specName)},
 	)
 
@@ -185,9 +258,34 @@ func generateSLO(s *SLO) (RuleGroup, error) {
 		if !t.tier.Enabled || len(t.tier.Windows) == 0 {
 			continue
 		}
-		g.Rules = append(g.Rules, alertRule(s, t.name, t.tier, sel))
+		g.Rules = append(g.Rules, a.alertRule(s, t.name, t.tier, sel))
+	}
+	defer func() {
+		for i := range g.Rules {
+			if r := &g.Rules[i]; r.Alert != "" && o.DashboardURL != "" && r.Annotations["dashboard_url"] == "" {
+				r.Annotations["dashboard_url"] = o.DashboardURL
+			}
+		}
+	}()
+	if s.Alerting.NoEvents.Enabled {
+		g.Rules = append(g.Rules, a.noEventsRule(s, sel))
 	}
 
+	// Two rules recording one series (an explicit 30d window of a 30d
+	// SLO and Sloth's 30d alias) make Prometheus fail every evaluation of
+	// the second with "duplicate sample for timestamp".
+	seen := map[string]bool{}
+	for _, r := range g.Rules {
+		if r.Record == "" {
+			continue
+		}
+		key := r.Record + "{" + r.Labels[labelWindow] + "}"
+		if seen[key] {
+			return g, fmt.Errorf("the rules record %s{%s=%q} twice: an alert window equal to the period (%s) is already recorded as the period's ratio; drop that window or change the period",
+				r.Record, labelWindow, r.Labels[labelWindow], FormatDuration(s.Period))
+		}
+		seen[key] = true
+	}
 	for _, r := range g.Rules {
 		if err := checkPromQL(r.Expr); err != nil {
 			return g, fmt.Errorf("generated rule %s%s: %w", r.Record, r.Alert, err)
@@ -196,21 +294,64 @@ func generateSLO(s *SLO) (RuleGroup, error) {
 	return g, nil
 }
 
+// aggregation renders the sums and joins of the rules: over everything
+// (one Prometheus per cluster), or by the GroupBy labels (a central ruler,
+// Thanos or Mimir, where every series carries a cluster label).
+type aggregation struct {
+	by       []string
+	selector string
+}
+
+func (o Options) aggregation() aggregation {
+	return aggregation{by: o.GroupBy, selector: o.selector()}
+}
+
+func (a aggregation) labels() string { return strings.Join(a.by, ", ") }
+
+// sum is sum(expr), or sum by (cluster) (expr).
+func (a aggregation) sum(expr string) string { return a.agg("sum", expr) }
+
+func (a aggregation) agg(op, expr string) string {
+	if len(a.by) == 0 {
+		return op + "(" + expr + ")"
+	}
+	return op + " by (" + a.labels() + ") (" + expr + ")"
+}
+
+// on is the matching clause of a join: on (), or on (cluster).
+func (a aggregation) on() string { return "on (" + a.labels() + ")" }
+
 // orZero makes an absent result 0: `or on ()` because the result of a sum
 // without grouping has no labels, and vector(0) must not be added beside a
-// result that has some.
-func orZero(expr string) string { return expr + "\nor on () vector(0)" }
+// result that has some. Grouped, there is one 0 per group where the
+// exporter is scraped (its up series name the groups): vector(0) has no
+// cluster label to join on.
+func (a aggregation) orZero(expr string) string {
+	if len(a.by) == 0 {
+		return expr + "\nor on () vector(0)"
+	}
+	return expr + "\nor " + a.on() + " (0 * " + a.agg("group", "up{"+a.selector+"}") + ")"
+}
+
+// badMinute is 1 in a minute where badWhen returns a sample, 0 in one where
+// only countWhen does, absent otherwise.
+func (a aggregation) badMinute(badWhen, countWhen string) string {
+	if len(a.by) == 0 {
+		return fmt.Sprintf("(vector(1) and on () (%s))\nor on ()\n(vector(0) and on () (%s))", badWhen, countWhen)
+	}
+	return fmt.Sprintf("%s\nor %s\n(0 * %s)", a.agg("group", badWhen), a.on(), a.agg("group", countWhen))
+}
 
 // errorRatio is bad / total over w from the 5m records. sum() around each
 // side folds series whose labels changed within the window (a relabelled
 // SLO must not break its long windows); the denominator's `> 0` makes zero
 // traffic give no sample instead of NaN.
-func errorRatio(sel func(string) string, w time.Duration) string {
+func (a aggregation) errorRatio(sel func(string) string, w time.Duration) string {
 	if w == baseWindow {
-		return fmt.Sprintf("sum(%s)\n/\n(sum(%s) > 0)", sel(RecordBadRate), sel(RecordTotalRate))
+		return fmt.Sprintf("%s\n/\n(%s > 0)", a.sum(sel(RecordBadRate)), a.sum(sel(RecordTotalRate)))
 	}
 	r := FormatDuration(w)
-	return fmt.Sprintf("sum(sum_over_time(%s[%s]))\n/\n(sum(sum_over_time(%s[%s])) > 0)", sel(RecordBadRate), r, sel(RecordTotalRate), r)
+	return fmt.Sprintf("%s\n/\n(%s > 0)", a.sum("sum_over_time("+sel(RecordBadRate)+"["+r+"])"), a.sum("sum_over_time("+sel(RecordTotalRate)+"["+r+"])"))
 }
 
 // eventsIn estimates the events in the window w: the 5m event rate read
@@ -224,11 +365,11 @@ func errorRatio(sel func(string) string, w time.Duration) string {
 // the first 30 minutes to 36 in 6 hours. Assumes a rule evaluation interval
 // of at most 1m (Prometheus's default is 1m): a longer one counts events
 // more than once.
-func eventsIn(sel func(string) string, w time.Duration) string {
-	return fmt.Sprintf("sum(sum_over_time(%s[%s:1m])) * 60", sel(RecordTotalRate), FormatDuration(w))
+func (a aggregation) eventsIn(sel func(string) string, w time.Duration) string {
+	return fmt.Sprintf("%s * 60", a.sum(fmt.Sprintf("sum_over_time(%s[%s:1m])", sel(RecordTotalRate), FormatDuration(w))))
 }
 
-func alertRule(s *SLO, tier string, t Tier, sel func(string) string) Rule {
+func (a aggregation) alertRule(s *SLO, tier string, t Tier, sel func(string) string) Rule {
 	budget := formatRat(s.Budget())
 	var pairs []string
 	for _, w := range t.Windows {
@@ -238,9 +379,9 @@ func alertRule(s *SLO, tier string, t Tier, sel func(string) string) Rule {
 			fmt.Sprintf("(%s / %s > %s)", sel(RecordErrorRatioPrefix+FormatDuration(w.Short)), budget, factor),
 		}
 		if t.MinEvents > 0 {
-			conds = append(conds, fmt.Sprintf("(%s >= %d)", eventsIn(sel, w.Long), t.MinEvents))
+			conds = append(conds, fmt.Sprintf("(%s >= %d)", a.eventsIn(sel, w.Long), t.MinEvents))
 		}
-		pairs = append(pairs, "  (\n    "+strings.Join(conds, "\n    and on ()\n    ")+"\n  )")
+		pairs = append(pairs, "  (\n    "+strings.Join(conds, "\n    and "+a.on()+"\n    ")+"\n  )")
 	}
 	// The value is the long window's burn rate; max without sloth_window
 	// keeps one alert per tier whichever pair fires, so a switch from one
@@ -273,6 +414,119 @@ func alertRule(s *SLO, tier string, t Tier, sel func(string) string) Rule {
 		r.For = FormatDuration(t.For)
 	}
 	return r
+}
+
+// noEventsRule is the ticket for an SLI that has counted no event for
+// NoEvents.For while the exporter was up. The condition reads one hour of
+// the 5m event rate, and `for` makes it hold for the whole duration: a
+// scrape gap or an exporter restart (up == 0) starts the count again, so
+// the ticket means "measured, and saw nothing", never "could not measure"
+// (KubeConvergenceExporterAbsent covers that).
+func (a aggregation) noEventsRule(s *SLO, sel func(string) string) Rule {
+	selector := a.selector
+	name := strings.TrimSuffix(s.Alerting.Name, "BudgetBurn") + "NoEvents"
+	// The SLO's identity, as the burn-rate alerts carry it from their
+	// records (the sums here drop every label).
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	labels[labelID], labels[labelService], labels[labelSLO] = s.ID(), s.Service, s.Name
+	for k, v := range s.Alerting.Labels {
+		labels[k] = v
+	}
+	labels["severity"] = "warning"
+	unit := "events"
+	if s.SLI.GoodMinutes != nil {
+		unit = "counted minutes"
+	}
+	annotations := map[string]string{
+		"summary": fmt.Sprintf("%s/%s: no %s for %s while the exporter is up", s.Service, s.Name, unit, FormatDuration(s.Alerting.NoEvents.For)),
+		"description": fmt.Sprintf("The SLI of %s (%s) counted no %s for %s although the exporter (up{%s}) was scraped: "+
+			"its burn-rate alerts cannot fire. Either nothing happened (a quiet cluster: silence or disable with alerting.noEvents), "+
+			"or its selectors match nothing: a label renamed by the scrape (exported_namespace when the ServiceMonitor lacks honorLabels: true), "+
+			"a match value the exporter does not expose, or a collector that is disabled (kube_convergence_collector_up).",
+			s.Name, s.SLI, unit, FormatDuration(s.Alerting.NoEvents.For), selector),
+	}
+	if s.Alerting.RunbookURL != "" {
+		annotations["runbook_url"] = s.Alerting.RunbookURL
+	}
+	for k, v := range s.Alerting.Annotations {
+		annotations[k] = v
+	}
+	return Rule{
+		Alert: name,
+		Expr: fmt.Sprintf("(%s == 0)\nand %s\n(%s > 0)",
+			a.sum("max_over_time("+sel(RecordTotalRate)+"[1h])"), a.on(), a.agg("count", "up{"+selector+"} == 1")),
+		For:         FormatDuration(s.Alerting.NoEvents.For),
+		Labels:      labels,
+		Annotations: annotations,
+	}
+}
+
+// exporterGroup holds the alerts on the exporter's scrape: absent, down,
+// incomplete. `absent(up{...} == 1)` and not `up == 0`: when the target is
+// gone (a ServiceMonitor that selects nothing, a namespace overlay, a
+// deleted Service) there is no up series to be 0, and the SLO rules read
+// no data as no traffic.
+//
+// Grouped by cluster, absent() cannot say which cluster lost its exporter:
+// the alert is then per group, for the groups that had an up series in the
+// last day and have no target up now (it resolves a day after the target
+// disappeared, or when it is back).
+func (a aggregation) exporterGroup() RuleGroup {
+	selector := a.selector
+	absentExpr := fmt.Sprintf("absent(up{%s} == 1)", selector)
+	if len(a.by) > 0 {
+		absentExpr = fmt.Sprintf("%s\nunless %s\n%s", a.agg("group", "max_over_time(up{"+selector+"}[1d])"), a.on(), a.agg("group", "up{"+selector+"} == 1"))
+	}
+	runbook := func(alert string) string {
+		return "https://github.com/kube-convergence/kube-convergence-exporter/blob/main/docs/runbooks.md#" + strings.ToLower(alert)
+	}
+	const dashboard = "/d/kce-exporter"
+	return RuleGroup{Name: ExporterGroup, Rules: []Rule{
+		{
+			Alert:  "KubeConvergenceExporterAbsent",
+			Expr:   absentExpr,
+			For:    "15m",
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "kube-convergence-exporter has not been scraped successfully for 15 minutes",
+				"description": fmt.Sprintf("No target matching up{%s} was up for 15 minutes: it is down, or Prometheus no longer discovers it "+
+					"(ServiceMonitor selector or namespace, Service, RBAC of Prometheus). Convergence metrics, stuck-rollout alerts and SLO burn rates "+
+					"are blind meanwhile: the SLIs count no events, not bad ones.", selector),
+				"runbook_url":   runbook("KubeConvergenceExporterAbsent"),
+				"dashboard_url": dashboard,
+			},
+		},
+		{
+			Alert:  "KubeConvergenceExporterDown",
+			Expr:   fmt.Sprintf("up{%s} == 0", selector),
+			For:    "5m",
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "kube-convergence-exporter {{ $labels.instance }} cannot be scraped",
+				"description": "Prometheus has failed to scrape {{ $labels.instance }} (job {{ $labels.job }}) for 5 minutes: convergence metrics, " +
+					"stuck-rollout alerts and SLO burn rates are blind meanwhile (the SLIs count no events, they do not count bad ones).",
+				"runbook_url":   runbook("KubeConvergenceExporterDown"),
+				"dashboard_url": dashboard,
+			},
+		},
+		{
+			// A collector or the encoder failed during a scrape: the
+			// scrape succeeded (up == 1) with some metrics missing.
+			Alert:  "KubeConvergenceExporterScrapeErrors",
+			Expr:   fmt.Sprintf("increase(promhttp_metric_handler_errors_total{%s}[10m]) > 0", selector),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "kube-convergence-exporter {{ $labels.instance }} serves incomplete metrics ({{ $labels.cause }} errors)",
+				"description": "{{ printf \"%.0f\" $value }} scrape(s) of {{ $labels.instance }} in the last 10 minutes failed while " +
+					"{{ $labels.cause }} metrics; the exporter's log names the failing collector.",
+				"runbook_url":   runbook("KubeConvergenceExporterScrapeErrors"),
+				"dashboard_url": dashboard,
+			},
+		},
+	}}
 }
 
 func sentence(s string) string {

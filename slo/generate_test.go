@@ -62,6 +62,10 @@ func TestGeneratedRecordsPerPeriod(t *testing.T) {
 				// Every default pair is above 100% of a 12h budget.
 				doc += "    alerting: {page: {enabled: false}, ticket: {enabled: false}}\n"
 			}
+			if tc.period == "1d" {
+				// Both ticket pairs spend 300% of a day's budget.
+				doc += "    alerting: {ticket: {enabled: false}}\n"
+			}
 			rf, err := Generate(mustParse(t, doc))
 			if err != nil {
 				t.Fatal(err)
@@ -135,20 +139,42 @@ func TestEveryDivisionIsGuarded(t *testing.T) {
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
 
-// The latency SLI reads le and threshold in the form Prometheus 3 stores.
-func TestLatencySelectorsUseStoredForm(t *testing.T) {
+// The latency SLI reads le and threshold in both forms they are stored
+// in: "300" (Prometheus 2, the exposition) and "300.0" (Prometheus 3,
+// OpenMetrics); the regular expressions match both and nothing else.
+func TestLatencySelectorsMatchBothStoredForms(t *testing.T) {
 	for _, tc := range []struct {
 		threshold string
 		want      string
-	}{{"300", `"300.0"`}, {"0.25", `"0.25"`}, {"1", `"1.0"`}, {`"5.0"`, `"5.0"`}} {
+		match     []string
+		reject    []string
+	}{
+		{"300", `"300(\\.0)?"`, []string{"300", "300.0"}, []string{"3000", "300.5", "30"}},
+		{"0.25", `"0\\.25"`, []string{"0.25"}, []string{"0x25", "0.250"}},
+		{"1", `"1(\\.0)?"`, []string{"1", "1.0"}, []string{"10", "1.5"}},
+		{`"5.0"`, `"5(\\.0)?"`, []string{"5", "5.0"}, []string{"5.00", "50"}},
+	} {
 		doc := strings.Replace(fmt.Sprintf(latencySLO, "30d"), "threshold: 300", "threshold: "+tc.threshold, 1)
 		rf, err := Generate(mustParse(t, doc))
 		if err != nil {
 			t.Fatal(err)
 		}
 		total := records(rf)["slo:sli_total:rate5m"].Expr
-		if !strings.Contains(total, "le="+tc.want) || !strings.Contains(total, "threshold="+tc.want) {
-			t.Errorf("threshold %s: want le=%s and threshold=%s in\n%s", tc.threshold, tc.want, tc.want, total)
+		if !strings.Contains(total, "le=~"+tc.want) || !strings.Contains(total, "threshold=~"+tc.want) {
+			t.Errorf("threshold %s: want le=~%s and threshold=~%s in\n%s", tc.threshold, tc.want, tc.want, total)
+		}
+		// PromQL anchors label regexps at both ends.
+		f := mustParse(t, doc)
+		re := regexp.MustCompile("^(?:" + ThresholdRegex(f.SLOs[0].SLI.Latency.Threshold) + ")$")
+		for _, v := range tc.match {
+			if !re.MatchString(v) {
+				t.Errorf("threshold %s: %s does not match le=%q", tc.threshold, re, v)
+			}
+		}
+		for _, v := range tc.reject {
+			if re.MatchString(v) {
+				t.Errorf("threshold %s: %s matches le=%q", tc.threshold, re, v)
+			}
 		}
 	}
 }
@@ -162,6 +188,7 @@ func TestAlertLabelsAndAnnotations(t *testing.T) {
       annotations: {dashboard: https://grafana.example/d/slo}
       page: {for: 5m, minEvents: 20, labels: {severity: pager}}
       ticket: {enabled: false}
+      noEvents: {enabled: false}
 `
 	rf, err := Generate(mustParse(t, doc))
 	if err != nil {
@@ -219,7 +246,7 @@ slos:
         badWhen: sum(rate(http_requests_total{code=~"5.."}[1m])) > 1
         countWhen: sum(rate(http_requests_total[1m]))
   - name: ratio
-    objective: 0.9
+    objective: 0.95
     period: 30d
     sli:
       ratio:
@@ -234,7 +261,7 @@ slos:
 		t.Fatalf("%d groups", len(rf.Groups))
 	}
 	recs := records(&RuleFile{Groups: rf.Groups[:1]})
-	if total := recs["slo:sli_total:rate5m"].Expr; !strings.Contains(total, `cluster=~"eu-1|eu-2"`) || !strings.Contains(total, `le="1.0"`) {
+	if total := recs["slo:sli_total:rate5m"].Expr; !strings.Contains(total, `cluster=~"eu-1|eu-2"`) || !strings.Contains(total, `le=~"1(\\.0)?"`) {
 		t.Errorf("latency with scope:\n%s", total)
 	}
 	if got := records(&RuleFile{Groups: rf.Groups[0:1]})["slo:error_budget:ratio"].Expr; got != "vector(0.005)" {

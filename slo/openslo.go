@@ -16,7 +16,7 @@ import (
 )
 
 // openSLOVersion is the only OpenSLO version read. Sloth reads v1alpha
-// only (FACTS.md); v1 is the stable one.
+// only (its OpenSLO plugin parses openslo/v1alpha); v1 is the stable one.
 const openSLOVersion = "openslo/v1"
 
 // What of OpenSLO v1 is read (docs/slo.md has the same list):
@@ -218,7 +218,7 @@ func (v *validator) openSLO(y *openSLOSLO, slis map[string]*openSLOSLI) []SLO {
 		v.errorf(v.line("spec", "service"), "SLO %q: service %q: want lower-case letters, digits and dashes", y.Metadata.Name, sp.Service)
 	}
 	if len(sp.AlertPolicies) > 0 {
-		v.errorf(v.line("spec", "alertPolicies"), "SLO %q: alertPolicies are not supported: the generated page and ticket burn-rate alerts apply (docs/slo.md)", y.Metadata.Name)
+		v.errorf(v.line("spec", "alertPolicies"), "SLO %q: alertPolicies are not supported: the generated page and ticket burn-rate alerts apply; set or disable them with the metadata annotation %s (docs/slo.md)", y.Metadata.Name, AlertingAnnotation)
 	}
 	labels := map[string]string{}
 	for k, vals := range y.Metadata.Labels {
@@ -303,10 +303,38 @@ func (v *validator) openSLO(y *openSLOSLO, slis map[string]*openSLOSLI) []SLO {
 		if sli != nil {
 			s.SLI = v.openSLOIndicator(name, sp.BudgetingMethod, sli, o, indicatorAt, oat)
 		}
-		s.Alerting = v.alerting(&s, nil, []any{"spec"})
+		s.Alerting = v.alerting(&s, v.openSLOAlerting(y), []any{"metadata", "annotations", AlertingAnnotation})
 		out = append(out, s)
 	}
 	return out
+}
+
+// AlertingAnnotation is the metadata annotation of an OpenSLO SLO that
+// holds this project's alerting block as YAML (the same keys as under
+// alerting: in the native format): OpenSLO's alertPolicies describe
+// notification targets, not burn-rate windows, so the tiers are set here,
+// e.g. `ticket: {enabled: false}` or `page: {enabled: false}`.
+const AlertingAnnotation = "kube-convergence.io/alerting"
+
+// openSLOAlerting decodes the alerting annotation strictly; nil without one.
+func (v *validator) openSLOAlerting(y *openSLOSLO) *alertingYAML {
+	text, ok := y.Metadata.Annotations[AlertingAnnotation]
+	if !ok {
+		return nil
+	}
+	line := v.line("metadata", "annotations", AlertingAnnotation)
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	dec.KnownFields(true)
+	var a alertingYAML
+	if err := dec.Decode(&a); err != nil && !errors.Is(err, io.EOF) {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if te, ok := errors.AsType[*yaml.TypeError](err); ok {
+			msg = strings.Join(te.Errors, "; ")
+		}
+		v.errorf(line, "SLO %q: annotation %s: %s", y.Metadata.Name, AlertingAnnotation, msg)
+		return nil
+	}
+	return &a
 }
 
 // openSLOIndicator maps the indicator with one objective.
@@ -356,7 +384,11 @@ func (v *validator) openSLOIndicator(name, budgeting string, sli *openSLOSLI, o 
 	if rm.Bad != nil {
 		r.ErrorQuery = v.openSLORate(name, v.openSLOQuery(name, rm.Bad, sat), counter, sat)
 	} else if good := v.openSLORate(name, v.openSLOQuery(name, rm.Good, sat), counter, sat); good != "" && total != "" {
-		r.ErrorQuery = fmt.Sprintf("sum(%s) - (sum(%s) or on () vector(0))", total, good)
+		// Clamped at 0: good and total are separate series, scraped and
+		// rated separately, so total - good can dip below zero for a
+		// window (a counter reset on one side, a good series ahead of its
+		// total); a negative error rate would credit the budget.
+		r.ErrorQuery = fmt.Sprintf("clamp_min(sum(%s) - (sum(%s) or on () vector(0)), 0)", total, good)
 	}
 	if r.ErrorQuery == "" || r.TotalQuery == "" {
 		return SLI{}

@@ -37,7 +37,7 @@ func TestOpenSLO(t *testing.T) {
 	if r.TotalQuery != `rate(http_requests_total{job="checkout"}[{{.window}}])` {
 		t.Errorf("total %s", r.TotalQuery)
 	}
-	if r.ErrorQuery != `sum(rate(http_requests_total{job="checkout"}[{{.window}}])) - (sum(rate(http_requests_total{job="checkout", code!~"5.."}[{{.window}}])) or on () vector(0))` {
+	if r.ErrorQuery != `clamp_min(sum(rate(http_requests_total{job="checkout"}[{{.window}}])) - (sum(rate(http_requests_total{job="checkout", code!~"5.."}[{{.window}}])) or on () vector(0)), 0)` {
 		t.Errorf("errors %s", r.ErrorQuery)
 	}
 
@@ -57,6 +57,68 @@ func TestOpenSLO(t *testing.T) {
 	}
 	if _, err := Generate(f); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The alerting annotation sets the tiers the way the native alerting
+// block does: here the page is off, the ticket waits 30m, and the
+// no-events ticket is off.
+func TestOpenSLOAlertingAnnotation(t *testing.T) {
+	doc := `apiVersion: openslo/v1
+kind: SLO
+metadata:
+  name: a
+  annotations:
+    kube-convergence.io/alerting: |
+      name: CheckoutErrors
+      page: {enabled: false}
+      ticket: {for: 30m, labels: {team: payments}}
+      noEvents: {enabled: false}
+spec:
+  service: s
+  indicatorRef: errs
+  timeWindow: [{duration: 28d, isRolling: true}]
+  budgetingMethod: Occurrences
+  objectives: [{target: 0.99}]
+---
+apiVersion: openslo/v1
+kind: SLI
+metadata: {name: errs}
+spec:
+  ratioMetric:
+    counter: true
+    bad: {metricSource: {type: Prometheus, spec: {query: 'errors_total'}}}
+    total: {metricSource: {type: Prometheus, spec: {query: 'requests_total'}}}
+`
+	f, err := Parse("f.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.SLOs[0].Alerting
+	if a.Name != "CheckoutErrors" || a.Page.Enabled || !a.Ticket.Enabled || a.Ticket.For != 30*time.Minute || a.Ticket.Labels["team"] != "payments" || a.NoEvents.Enabled {
+		t.Errorf("alerting %+v", a)
+	}
+	rf, err := Generate(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alerts []string
+	for _, r := range rf.Groups[0].Rules {
+		if r.Alert != "" {
+			alerts = append(alerts, r.Alert+"/"+r.Labels["slo_tier"])
+		}
+	}
+	if strings.Join(alerts, ",") != "CheckoutErrors/ticket" {
+		t.Errorf("alerts %v, want the ticket only", alerts)
+	}
+
+	// Without the annotation: both tiers and the no-events ticket.
+	f, err = Parse("f.yaml", []byte(strings.Replace(doc, "kube-convergence.io/alerting", "example.com/other", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := f.SLOs[0].Alerting; !a.Page.Enabled || !a.Ticket.Enabled || !a.NoEvents.Enabled {
+		t.Errorf("defaults %+v", a)
 	}
 }
 
@@ -84,7 +146,21 @@ spec:
   budgetingMethod: Occurrences
   objectives: [{target: 0.99}]
   alertPolicies: [{kind: AlertPolicy}]
-` + sli, `f.yaml:10: SLO "a": alertPolicies are not supported`},
+` + sli, `f.yaml:10: SLO "a": alertPolicies are not supported: the generated page and ticket burn-rate alerts apply; set or disable them with the metadata annotation kube-convergence.io/alerting`},
+		{"alerting annotation with an unknown key", `apiVersion: openslo/v1
+kind: SLO
+metadata:
+  name: a
+  annotations:
+    kube-convergence.io/alerting: |
+      page: {enabeld: false}
+spec:
+  service: s
+  indicatorRef: errs
+  timeWindow: [{duration: 28d, isRolling: true}]
+  budgetingMethod: Occurrences
+  objectives: [{target: 0.99}]
+` + sli, `f.yaml:6: SLO "a": annotation kube-convergence.io/alerting: line 1: field enabeld not found`},
 		{"calendar window", `apiVersion: openslo/v1
 kind: SLO
 metadata: {name: a}

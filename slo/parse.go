@@ -149,6 +149,12 @@ type alertingYAML struct {
 	Annotations map[string]string `yaml:"annotations"`
 	Page        *tierYAML         `yaml:"page"`
 	Ticket      *tierYAML         `yaml:"ticket"`
+	NoEvents    *noEventsYAML     `yaml:"noEvents"`
+}
+
+type noEventsYAML struct {
+	Enabled *bool         `yaml:"enabled"`
+	For     *durationYAML `yaml:"for"`
 }
 
 type tierYAML struct {

@@ -32,6 +32,59 @@ slos:
 			want: []string{`f.yaml:9: slo "rollouts": threshold 4.0 is not a bucket boundary of kube_convergence_rollout_duration_seconds, so no le series holds it (boundaries: 0.1, 0.25, 0.5, 1, 2.5, 5,`},
 		},
 		{
+			// 14.4 x 0.1 = 1.44: an error ratio is at most 1.
+			name: "a default window that can never fire",
+			doc: `service: shop
+slos:
+  - name: loose
+    objective: 0.9
+    period: 30d
+    sli: {ratio: {errorQuery: 'sum(rate(e[{{.window}}]))', totalQuery: 'sum(rate(t[{{.window}}]))'}}
+`,
+			want: []string{`f.yaml:3: slo "loose": page: window 1h/5m at 14.4x can never fire: it needs an error ratio above 14.4 x 0.1 = 1.44`},
+		},
+		{
+			name: "an explicit window that can never fire",
+			doc: `service: shop
+slos:
+  - name: loose
+    objective: 0.5
+    period: 30d
+    sli: {ratio: {errorQuery: 'sum(rate(e[{{.window}}]))', totalQuery: 'sum(rate(t[{{.window}}]))'}}
+    alerting:
+      page: {enabled: false}
+      ticket:
+        windows:
+          - {long: 1d, short: 2h, factor: 1.5}
+          - {long: 3d, short: 6h, factor: 2}
+`,
+			want: []string{`f.yaml:12: slo "loose": ticket: window 3d/6h at 2x can never fire: it needs an error ratio above 2 x 0.5 = 1`},
+		},
+		{
+			name: "a period with no alert left",
+			doc: `service: shop
+slos:
+  - name: daily
+    objective: 0.99
+    period: 1d
+    sli: {ratio: {errorQuery: 'sum(rate(e[{{.window}}]))', totalQuery: 'sum(rate(t[{{.window}}]))'}}
+    alerting: {page: {enabled: false}}
+`,
+			want: []string{`f.yaml:7: slo "daily": ticket: no window pair is left for a 1d period`},
+		},
+		{
+			name: "noEvents shorter than its window",
+			doc: `service: shop
+slos:
+  - name: a
+    objective: 0.99
+    period: 30d
+    sli: {ratio: {errorQuery: 'sum(rate(e[{{.window}}]))', totalQuery: 'sum(rate(t[{{.window}}]))'}}
+    alerting: {noEvents: {for: 30m}}
+`,
+			want: []string{`f.yaml:7: slo "a": alerting: noEvents: for 30m is shorter than 1h`},
+		},
+		{
 			name: "threshold of another histogram",
 			doc: `service: shop
 slos:

@@ -108,40 +108,53 @@ func formatBuckets(bs []float64) string {
 }
 
 // goodSelector and badSelector are the two series sets of a latency SLI.
-// The le and threshold values are written as Prometheus 3 stores le
-// (latency.Threshold: "5.0", "300.0"): client_golang exposes le="5", which
-// Prometheus 3 rewrites on ingestion, so le="5" would match nothing there
-// while passing every promtool test (FACTS.md).
+// The le and threshold values are matched in both forms they are stored
+// in: client_golang exposes le="300", which Prometheus 3 (and any
+// OpenMetrics scrape) stores as "300.0" and Prometheus 2 keeps as "300"
+// (Prometheus 3 migration guide, "le and quantile label values"). An exact
+// match on either form matches nothing on the other kind of server while
+// passing every promtool test written in the same form.
 func (l *LatencySLI) goodSelector(m LatencyMetric) string {
-	return selector(m.Histogram+"_bucket", l.Match, l.Scope, "le", latency.Threshold(l.Threshold))
+	return selector(m.Histogram+"_bucket", l.Match, l.Scope, "le", l.Threshold)
 }
 
 func (l *LatencySLI) badSelector(m LatencyMetric) string {
-	return selector(m.Exceeded, l.Match, l.Scope, "threshold", latency.Threshold(l.Threshold))
+	return selector(m.Exceeded, l.Match, l.Scope, "threshold", l.Threshold)
+}
+
+// ThresholdRegex is the regular expression matching both stored forms of
+// a bucket boundary: 300(\.0)? for a whole number, 0\.25 otherwise (one
+// form).
+func ThresholdRegex(t float64) string {
+	s := strconv.FormatFloat(t, 'g', -1, 64)
+	if s+".0" == latency.Threshold(t) {
+		return regexp.QuoteMeta(s) + `(\.0)?`
+	}
+	return regexp.QuoteMeta(latency.Threshold(t))
 }
 
 // selector renders name{...} with the matchers sorted by label name: one
 // value is an equality matcher, several a regex alternation of the
-// literally quoted values.
-func selector(name string, match, scope map[string][]string, extraName, extraValue string) string {
-	all := map[string][]string{extraName: {extraValue}}
+// literally quoted values; the bound (le or threshold) matches both of
+// its stored forms.
+func selector(name string, match, scope map[string][]string, boundName string, bound float64) string {
+	all := map[string][]string{}
 	for k, v := range match {
 		all[k] = v
 	}
 	for k, v := range scope {
 		all[k] = v
 	}
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(all)+1)
+	for _, k := range sortedKeys(all) {
 		parts = append(parts, matcher(k, all[k]))
 	}
+	parts = append(parts, boundName+"=~"+strconv.Quote(ThresholdRegex(bound)))
+	slices.SortFunc(parts, func(a, b string) int { return strings.Compare(labelOf(a), labelOf(b)) })
 	return name + "{" + strings.Join(parts, ", ") + "}"
 }
+
+func labelOf(matcher string) string { return matcher[:strings.IndexAny(matcher, "=!")] }
 
 func matcher(name string, values []string) string {
 	if len(values) == 1 {

@@ -115,7 +115,25 @@ type Alerting struct {
 	Annotations map[string]string // on the alerts of both tiers
 	Page        Tier
 	Ticket      Tier
+	// NoEvents is the ticket for an SLI that counted nothing while the
+	// exporter was up: a selector that matches nothing (a relabelled
+	// namespace label, a renamed job) looks exactly like a quiet cluster
+	// to the burn-rate alerts, which never fire without events.
+	NoEvents NoEvents
 }
+
+// NoEvents configures the no-events ticket of one SLO.
+type NoEvents struct {
+	Enabled bool
+	// For is how long the SLI must have counted no event, with the
+	// exporter up, before the ticket fires.
+	For time.Duration
+}
+
+// DefaultNoEventsFor: a day, so that a weekend without deployments in a
+// small cluster opens at most one ticket for rollout SLIs, and a broken
+// selector is found the next working day.
+const DefaultNoEventsFor = 24 * time.Hour
 
 // Tier is the page or the ticket tier.
 type Tier struct {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -267,6 +268,18 @@ func (v *validator) alerting(s *SLO, y *alertingYAML, at []any) Alerting {
 	}
 	a.Page = v.tier(s, TierPage, y.Page, append(append([]any{}, at...), "page"))
 	a.Ticket = v.tier(s, TierTicket, y.Ticket, append(append([]any{}, at...), "ticket"))
+	a.NoEvents = NoEvents{Enabled: true, For: DefaultNoEventsFor}
+	if ne := y.NoEvents; ne != nil {
+		if ne.Enabled != nil {
+			a.NoEvents.Enabled = *ne.Enabled
+		}
+		if ne.For != nil {
+			a.NoEvents.For = ne.For.d
+			if ne.For.d < time.Hour {
+				v.errorf(w("noEvents", "for"), "slo %q: alerting: noEvents: for %s is shorter than 1h, the window the ticket reads", s.Name, FormatDuration(ne.For.d))
+			}
+		}
+	}
 	return a
 }
 
@@ -297,6 +310,7 @@ func (v *validator) tier(s *SLO, name string, y *tierYAML, at []any) Tier {
 	for k, val := range y.Labels {
 		t.Labels[k] = val
 	}
+	defer v.tierFires(s, name, &t, y.Windows != nil, at)
 	if y.Windows == nil {
 		if t.Enabled && s.Period > 0 && s.Period < time.Hour {
 			v.errorf(v.line(at...), "slo %q: %s: period %s is shorter than 1h, the long window of the fastest alert (1h/5m at 14.4x): set enabled: false, or explicit windows", s.Name, name, FormatDuration(s.Period))
@@ -336,6 +350,32 @@ func (v *validator) tier(s *SLO, name string, y *tierYAML, at []any) Tier {
 		t.Windows = append(t.Windows, win)
 	}
 	return t
+}
+
+// tierFires checks, once the tier is complete, that it can fire: a window
+// whose threshold (factor x budget) is an error ratio of 100% or more can
+// never be exceeded, and an enabled tier whose default windows were all
+// dropped for the period has no alert left.
+func (v *validator) tierFires(s *SLO, name string, t *Tier, explicit bool, at []any) {
+	if !t.Enabled || s.Objective == nil {
+		return
+	}
+	w := v.at(at)
+	if len(t.Windows) == 0 && !explicit && s.Period > 0 {
+		v.errorf(v.line(at...), "slo %q: %s: no window pair is left for a %s period (every default pair would spend more than 100%% of the budget), so this tier would never alert: set %s.enabled: false, explicit windows, or a longer period",
+			s.Name, name, FormatDuration(s.Period), name)
+	}
+	budget, _ := s.Budget().Float64()
+	for i, win := range t.Windows {
+		if win.Factor*budget >= 1 {
+			line := v.line(at...)
+			if explicit {
+				line = w("windows", i)
+			}
+			v.errorf(line, "slo %q: %s: window %s can never fire: it needs an error ratio above %s x %s = %.4g, and a ratio is at most 1 (lower the factor or the objective)",
+				s.Name, name, win, strconv.FormatFloat(win.Factor, 'g', -1, 64), formatRat(s.Budget()), win.Factor*budget)
+		}
+	}
 }
 
 // camel turns kube-convergence into KubeConvergence.

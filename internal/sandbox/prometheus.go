@@ -43,13 +43,20 @@ type PrometheusOptions struct {
 
 // ScrapeTarget is one scrape job with one static target.
 type ScrapeTarget struct {
-	Job         string
-	Addr        string // host:port
+	Job string
+	// Addr is the static target, host:port. It may be empty when Extra
+	// holds a service discovery config (file_sd_configs) instead.
+	Addr        string
 	MetricsPath string // default /metrics
 	Scheme      string // default http
 	// Extra holds further scrape_config fields, written as given, e.g.
-	// {"scrape_native_histograms": true, "always_scrape_classic_histograms": true}.
+	// {"scrape_native_histograms": true, "always_scrape_classic_histograms": true},
+	// or "honor_labels" and "relabel_configs".
 	Extra map[string]any
+	// Labels are the static target's labels, the way service discovery
+	// attaches them: __meta_kubernetes_namespace and the like, for
+	// relabel_configs in Extra to turn into target labels.
+	Labels map[string]string
 }
 
 // Prometheus is a running Prometheus server on loopback.
@@ -115,7 +122,8 @@ func prometheusConfig(o PrometheusOptions) ([]byte, error) {
 	scrape := cmp.Or(o.ScrapeInterval, time.Second)
 	eval := cmp.Or(o.EvaluationInterval, time.Second)
 	type staticConfig struct {
-		Targets []string `json:"targets"`
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels,omitempty"`
 	}
 	cfg := map[string]any{
 		"global": map[string]any{
@@ -128,8 +136,9 @@ func prometheusConfig(o PrometheusOptions) ([]byte, error) {
 	}
 	var jobs []map[string]any
 	for _, t := range o.Targets {
-		if t.Job == "" || t.Addr == "" {
-			return nil, fmt.Errorf("prometheus: scrape target needs Job and Addr: %+v", t)
+		_, sd := t.Extra["file_sd_configs"]
+		if t.Job == "" || (t.Addr == "" && !sd) {
+			return nil, fmt.Errorf("prometheus: scrape target needs Job and Addr (or file_sd_configs in Extra): %+v", t)
 		}
 		job := map[string]any{}
 		for k, v := range t.Extra {
@@ -138,7 +147,9 @@ func prometheusConfig(o PrometheusOptions) ([]byte, error) {
 		job["job_name"] = t.Job
 		job["metrics_path"] = cmp.Or(t.MetricsPath, "/metrics")
 		job["scheme"] = cmp.Or(t.Scheme, "http")
-		job["static_configs"] = []staticConfig{{Targets: []string{t.Addr}}}
+		if t.Addr != "" {
+			job["static_configs"] = []staticConfig{{Targets: []string{t.Addr}, Labels: t.Labels}}
+		}
 		jobs = append(jobs, job)
 	}
 	cfg["scrape_configs"] = jobs
