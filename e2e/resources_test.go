@@ -619,6 +619,13 @@ func TestResourcesVersionSwitchKeepsEpisodes(t *testing.T) {
 		return strings.Contains(e.logs.String(), `msg="custom resource: watching another version" collector=resources resource=dials.e2e.kce.io from=v1beta1 to=v1`), ""
 	})
 	ctl := testController{t: t, kind: "Dial", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "dials"}).Namespace("default")}
+	// The API server serves a version added to a CRD about a second later
+	// (its discovery and handlers are rebuilt): the test's own writes wait
+	// for it like the exporter's informer does.
+	eventually(t, 10*time.Second, "v1 served", func() (bool, string) {
+		_, err := ctl.dyn.List(ctx, metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	t1 := ctl.setStatus(ctx, "d1", statusOf(1, condition("Ready", "True", 0)))
 	match := map[string]string{"kind": "Dial.e2e.kce.io", "stage": "ready", "change": "create"}
 	var sum float64
