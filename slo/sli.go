@@ -183,3 +183,34 @@ func (s SLI) String() string {
 	}
 	return "none"
 }
+
+// LookupLatencyMetric returns the histogram a latency SLI reads.
+func LookupLatencyMetric(name string) (LatencyMetric, bool) { return latencyMetric(name) }
+
+// HasLabel reports whether the histogram has the label (le aside).
+func (m LatencyMetric) HasLabel(name string) bool { _, ok := m.label(name); return ok }
+
+// Selectors returns the series selectors of the SLI's good events (the
+// le="T" bucket) and bad events (the threshold="T" counter), with the
+// SLO's match and scope, each bound matched in both stored forms: the
+// selectors the generated rules read, for `report` to read the same raw
+// series.
+func (l *LatencySLI) Selectors() (good, bad string, err error) {
+	m, ok := latencyMetric(l.Metric)
+	if !ok {
+		return "", "", fmt.Errorf("unknown latency metric %q", l.Metric)
+	}
+	return l.goodSelector(m), l.badSelector(m), nil
+}
+
+// Queries returns ErrorQuery and TotalQuery with {{.window}} set to window
+// (a Prometheus duration such as 5m or 30d): per-second rates.
+func (r *RatioSLI) Queries(window string) (errorQuery, totalQuery string) {
+	return withWindow(r.ErrorQuery, window), withWindow(r.TotalQuery, window)
+}
+
+// BadMinute is the expression of the slo:sli_bad_minute:bool rule: 1 in a
+// bad minute, 0 in a good one, no sample in a minute that does not count.
+func (g *GoodMinutesSLI) BadMinute() string {
+	return Options{}.aggregation().badMinute(strings.TrimSpace(g.BadWhen), strings.TrimSpace(g.CountWhen))
+}

@@ -93,6 +93,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	promslogflag.AddFlags(app, &f.log)
 	sloDispatch := addSLOCommands(app)
 	rbacDispatch := addRBACCommand(app)
+	reportDispatch := addReportCommand(app)
 
 	cmd, err := app.Parse(args)
 	if exitCode >= 0 {
@@ -106,6 +107,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if handled, code := rbacDispatch(cmd, stdout, stderr); handled {
+		return code
+	}
+	if handled, code := reportDispatch(cmd, stdout, stderr); handled {
 		return code
 	}
 	if err := f.validate(); err != nil {

@@ -1,0 +1,527 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/sandbox"
+	"github.com/kube-convergence/kube-convergence-exporter/slo/report"
+)
+
+// The backfilled history of TestReportOnBackfilledHistory: 35 days of one
+// sample a minute, ending at reportAt, with a scrape gap and a day without
+// traffic, crossing the October/November boundary.
+var (
+	reportAt     = time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
+	historyStart = reportAt.Add(-35 * 24 * time.Hour)
+	// No sample at 03:00 ... 05:59 (Prometheus was down; the exporter's
+	// counters kept counting).
+	gapFrom, gapTo = time.Date(2026, 10, 20, 3, 0, 0, 0, time.UTC), time.Date(2026, 10, 20, 6, 0, 0, 0, time.UTC)
+	// No event in (00:00, 24:00] of this day; the counters are scraped.
+	idleFrom, idleTo = time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC)
+	// The last 2 hours, 5% of rollouts are slow: the strict SLO pages.
+	burstFrom = reportAt.Add(-2 * time.Hour)
+)
+
+// omSeries is one backfilled series and its samples (ms, value).
+type omSeries struct {
+	name   string
+	labels map[string]string
+	t      []int64
+	v      []float64
+}
+
+func (s *omSeries) add(t time.Time, v float64) {
+	s.t, s.v = append(s.t, t.UnixMilli()), append(s.v, v)
+}
+
+func (s *omSeries) line(i int) string {
+	keys := make([]string, 0, len(s.labels))
+	for k := range s.labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for j, k := range keys {
+		parts[j] = fmt.Sprintf("%s=%q", k, s.labels[k])
+	}
+	// OpenMetrics timestamps are seconds.
+	return fmt.Sprintf("%s{%s} %g %s", s.name, strings.Join(parts, ","), s.v[i], fmt.Sprintf("%.3f", float64(s.t[i])/1000))
+}
+
+// rolloutHistory generates the history: per (namespace, kind) of stage
+// available / change template, the le="300.0" and le="+Inf" buckets and
+// the threshold="300.0" counter (classic histogram, le in the form
+// Prometheus 3 stores); plus a series of stage observed that every SLO
+// must leave out (half of its rollouts are slow). Good and bad series of
+// a labelset share every timestamp.
+func rolloutHistory() (buckets, exceeded []*omSeries) {
+	rng := rand.New(rand.NewPCG(16, 2026))
+	type set struct {
+		ns, kind, stage string
+		slow            float64 // probability that a rollout is slow
+		min             int     // rollouts per minute: min + [0, 3)
+	}
+	sets := []set{
+		{"team-a", "Deployment", "available", 0.002, 1},
+		{"team-a", "StatefulSet", "available", 0.002, 0},
+		{"team-b", "Deployment", "available", 0.01, 0},
+		{"team-b", "StatefulSet", "available", 0.012, 0},
+		{"team-a", "Deployment", "observed", 0.5, 0},
+	}
+	type counters struct{ good, inf, bad float64 }
+	c := make([]counters, len(sets))
+	for i, s := range sets {
+		l := func(extra ...string) map[string]string {
+			m := map[string]string{"namespace": s.ns, "kind": s.kind, "stage": s.stage, "change": "template", "job": "kube-convergence-exporter"}
+			for j := 0; j < len(extra); j += 2 {
+				m[extra[j]] = extra[j+1]
+			}
+			return m
+		}
+		buckets = append(buckets,
+			&omSeries{name: "kube_convergence_rollout_duration_seconds_bucket", labels: l("le", "300.0")},
+			&omSeries{name: "kube_convergence_rollout_duration_seconds_bucket", labels: l("le", "+Inf")})
+		exceeded = append(exceeded, &omSeries{name: "kube_convergence_rollout_threshold_exceeded_total", labels: l("threshold", "300.0")})
+		// Series that existed long before the history: not zero at start.
+		c[i] = counters{good: 1000, inf: 1010, bad: 10}
+	}
+	for t := historyStart; !t.After(reportAt); t = t.Add(time.Minute) {
+		idle := t.After(idleFrom) && !t.After(idleTo)
+		for i, s := range sets {
+			if !idle {
+				n := s.min + rng.IntN(3)
+				p := s.slow
+				if t.After(burstFrom) && s.stage == "available" {
+					p = 0.05
+				}
+				for range n {
+					if rng.Float64() < p {
+						c[i].bad++
+						c[i].inf++
+					} else {
+						c[i].good++
+						c[i].inf++
+					}
+				}
+			}
+			if !t.Before(gapFrom) && t.Before(gapTo) {
+				continue
+			}
+			buckets[2*i].add(t, c[i].good)
+			buckets[2*i+1].add(t, c[i].inf)
+			exceeded[i].add(t, c[i].bad)
+		}
+	}
+	return buckets, exceeded
+}
+
+// writeOpenMetrics writes the families in OpenMetrics text: each family
+// contiguous, each series' samples in time order, with timestamps, # EOF.
+func writeOpenMetrics(path string, buckets, exceeded []*omSeries) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	fmt.Fprintln(w, "# TYPE kube_convergence_rollout_duration_seconds histogram")
+	// A histogram's MetricPoint is its buckets at one timestamp.
+	for i := 0; i < len(buckets); i += 2 {
+		for j := range buckets[i].t {
+			fmt.Fprintln(w, buckets[i].line(j))
+			fmt.Fprintln(w, buckets[i+1].line(j))
+		}
+	}
+	fmt.Fprintln(w, "# TYPE kube_convergence_rollout_threshold_exceeded counter")
+	for _, s := range exceeded {
+		for j := range s.t {
+			fmt.Fprintln(w, s.line(j))
+		}
+	}
+	fmt.Fprintln(w, "# EOF")
+	return errors.Join(w.Flush(), f.Close())
+}
+
+// promIncrease is Prometheus's increase() over (start, end], written from
+// its documented semantics (promql/functions.go extrapolatedRate), not
+// from the code under test: samples in the left-open range; the increase
+// between the first and the last; extrapolated to each edge when the edge
+// is within 1.1 average sample intervals, else by half an interval; toward
+// the start never below where the counter would reach zero. No result with
+// fewer than two samples.
+func promIncrease(s *omSeries, start, end time.Time) (float64, bool) {
+	lo, hi := start.UnixMilli(), end.UnixMilli()
+	var ts []int64
+	var vs []float64
+	for i, t := range s.t {
+		if t > lo && t <= hi {
+			ts, vs = append(ts, t), append(vs, s.v[i])
+		}
+	}
+	if len(ts) < 2 {
+		return 0, false
+	}
+	inc := vs[len(vs)-1] - vs[0]
+	for i := 1; i < len(vs); i++ {
+		if vs[i] < vs[i-1] {
+			inc += vs[i-1]
+		}
+	}
+	toStart := float64(ts[0]-lo) / 1000
+	toEnd := float64(hi-ts[len(ts)-1]) / 1000
+	sampled := float64(ts[len(ts)-1]-ts[0]) / 1000
+	avg := sampled / float64(len(ts)-1)
+	if toStart >= avg*1.1 {
+		toStart = avg / 2
+	}
+	if inc > 0 && vs[0] >= 0 {
+		if toZero := sampled * vs[0] / inc; toZero < toStart {
+			toStart = toZero
+		}
+	}
+	if toEnd >= avg*1.1 {
+		toEnd = avg / 2
+	}
+	return inc * (sampled + toStart + toEnd) / sampled, true
+}
+
+// events sums the increases of the selected series.
+type expectation struct{ good, bad float64 }
+
+func expectEvents(buckets, exceeded []*omSeries, start, end time.Time, sel func(l map[string]string) bool) expectation {
+	var e expectation
+	for _, s := range buckets {
+		if s.labels["le"] == "300.0" && sel(s.labels) {
+			v, _ := promIncrease(s, start, end)
+			e.good += v
+		}
+	}
+	for _, s := range exceeded {
+		if sel(s.labels) {
+			v, _ := promIncrease(s, start, end)
+			e.bad += v
+		}
+	}
+	return e
+}
+
+func (e expectation) total() float64 { return e.good + e.bad }
+
+const reportSLOs = `service: backfill
+slos:
+  - name: rollouts
+    objective: 0.99
+    period: 30d
+    sli:
+      latency:
+        metric: kube_convergence_rollout_duration_seconds
+        threshold: 300
+        match: {stage: available, change: template}
+  - name: rollouts-ratio
+    objective: 0.99
+    period: 30d
+    sli:
+      ratio:
+        errorQuery: sum(rate(kube_convergence_rollout_threshold_exceeded_total{stage="available", change="template", threshold="300.0"}[{{.window}}]))
+        totalQuery: sum(rate(kube_convergence_rollout_duration_seconds_bucket{stage="available", change="template", le="300.0"}[{{.window}}])) + sum(rate(kube_convergence_rollout_threshold_exceeded_total{stage="available", change="template", threshold="300.0"}[{{.window}}]))
+  - name: nowhere
+    objective: 0.99
+    period: 30d
+    sli:
+      latency:
+        metric: kube_convergence_rollout_duration_seconds
+        threshold: 300
+        match: {namespace: nowhere, stage: available}
+`
+
+const reportStrictSLO = `  - name: rollouts-strict
+    objective: 0.999
+    period: 30d
+    sli:
+      latency:
+        metric: kube_convergence_rollout_duration_seconds
+        threshold: 300
+        match: {stage: available, change: template}
+`
+
+// The report issue's end-to-end acceptance: 35 days of history backfilled
+// with promtool into the TSDB of a real Prometheus, then `report` against
+// it, every number compared with increase() computed here from the
+// injected samples.
+func TestReportOnBackfilledHistory(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+
+	buckets, exceeded := rolloutHistory()
+	om := filepath.Join(dir, "history.om")
+	if err := writeOpenMetrics(om, buckets, exceeded); err != nil {
+		t.Fatal(err)
+	}
+	binDir := os.Getenv("KCE_BIN_DIR")
+	if binDir == "" {
+		binDir = "../.bin"
+	}
+	promDir := filepath.Join(dir, "prometheus")
+	// 720h: promtool rounds down to its block ranges (486h), so the 35
+	// days take 3 blocks, and each block parses the input once.
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "promtool"), "tsdb", "create-blocks-from", "openmetrics",
+		"--max-block-duration=720h", om, filepath.Join(promDir, "data")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
+	}
+	t.Logf("backfilled 35 days in %v", time.Since(start).Round(time.Millisecond))
+	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{
+		Dir: promDir,
+		// Far longer than the history, which ends weeks before now.
+		ExtraArgs: []string{"--storage.tsdb.retention.time=3650d"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := prom.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	sloFile := filepath.Join(dir, "slos.yaml")
+	strictFile := filepath.Join(dir, "slos-strict.yaml")
+	if err := os.WriteFile(sloFile, []byte(reportSLOs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(strictFile, []byte(reportSLOs+reportStrictSLO), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, exporter, append([]string{"report", "--prometheus.url", prom.URL(), "--at", reportAt.Format(time.RFC3339)}, args...)...)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("report %s: exit %d in %v; stderr: %s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), errb.String())
+		return string(out), errb.String(), code
+	}
+
+	// --fail-on-breach exits 3 exactly for the file with the SLO built to
+	// miss, and names that SLO only.
+	jsonOut := filepath.Join(dir, "report.json")
+	_, stderr, code := run("-f", strictFile, "--format", "json", "-o", jsonOut, "--timezone", "Europe/Berlin", "--fail-on-breach")
+	if code != 3 {
+		t.Fatalf("report --fail-on-breach with the strict SLO: exit %d, want 3", code)
+	}
+	if !strings.Contains(stderr, "backfill-rollouts-strict:") || strings.Count(stderr, "below the objective") != 1 {
+		t.Errorf("stderr %q should name backfill-rollouts-strict, and only it, as below its objective", stderr)
+	}
+	text, _, code := run("-f", sloFile, "--format", "text", "--fail-on-breach")
+	if code != 0 {
+		t.Errorf("report --fail-on-breach without the strict SLO: exit %d, want 0", code)
+	}
+	t.Logf("the text report:\n%s", text)
+	if _, _, code := run("-f", strictFile, "--format", "markdown"); code != 0 {
+		t.Errorf("report without --fail-on-breach: exit %d, want 0", code)
+	}
+
+	b, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateReportJSON(t, b)
+	var r report.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.At.Equal(reportAt) || r.Timezone != "Europe/Berlin" || len(r.SLOs) != 4 {
+		t.Fatalf("report at %v in %s with %d SLOs, want at %v in Europe/Berlin with 4", r.At, r.Timezone, len(r.SLOs), reportAt)
+	}
+	windowStart := reportAt.Add(-30 * 24 * time.Hour)
+	available := func(l map[string]string) bool { return l["stage"] == "available" && l["change"] == "template" }
+	want := expectEvents(buckets, exceeded, windowStart, reportAt, available)
+	t.Logf("expected over 30d: good %.3f, bad %.3f, attainment %.6f", want.good, want.bad, 1-want.bad/want.total())
+
+	const tol = 1e-4
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > tol*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s = %.6f, want %.6f", what, got, want)
+		}
+	}
+	nearPtr := func(what string, got *float64, want float64) {
+		t.Helper()
+		if got == nil {
+			t.Errorf("%s = null, want %.6f", what, want)
+			return
+		}
+		near(what, *got, want)
+	}
+	for _, s := range []report.SLO{r.SLOs[0], r.SLOs[1], r.SLOs[3]} {
+		obj := map[string]float64{"backfill-rollouts": 0.99, "backfill-rollouts-ratio": 0.99, "backfill-rollouts-strict": 0.999}[s.ID]
+		if s.Objective != obj || s.Window != "30d" || !s.Start.Equal(windowStart) {
+			t.Errorf("%s: objective %v window %s from %v, want %v 30d from %v", s.ID, s.Objective, s.Window, s.Start, obj, windowStart)
+		}
+		near(s.ID+" good", s.Events.Good, want.good)
+		near(s.ID+" bad", s.Events.Bad, want.bad)
+		near(s.ID+" total", s.Events.Total, want.total())
+		nearPtr(s.ID+" attainment", s.Attainment, 1-want.bad/want.total())
+		near(s.ID+" budget total", s.Budget.Total, (1-obj)*want.total())
+		near(s.ID+" budget consumed", s.Budget.Consumed, want.bad)
+		near(s.ID+" budget remaining", s.Budget.Remaining, (1-obj)*want.total()-want.bad)
+		nearPtr(s.ID+" budget remaining ratio", s.Budget.RemainingRatio, 1-want.bad/((1-obj)*want.total()))
+		wantStatus := report.StatusMet
+		if 1-want.bad/want.total() < obj {
+			wantStatus = report.StatusBreached
+		}
+		if s.Status != wantStatus {
+			t.Errorf("%s: status %q, want %q", s.ID, s.Status, wantStatus)
+		}
+
+		// Months in Europe/Berlin: November starts at 23:00 UTC on 31 October.
+		nov := time.Date(2026, 11, 1, 0, 0, 0, 0, berlin)
+		wantMonths := []struct {
+			label      string
+			start, end time.Time
+		}{{"2026-10", windowStart, nov}, {"2026-11", nov, reportAt}}
+		if len(s.Months) != len(wantMonths) {
+			t.Errorf("%s: %d months, want 2: %+v", s.ID, len(s.Months), s.Months)
+		} else {
+			for i, wm := range wantMonths {
+				m := s.Months[i]
+				if m.Month != wm.label || !m.Start.Equal(wm.start) || !m.End.Equal(wm.end) {
+					t.Errorf("%s: month %s %v..%v, want %s %v..%v", s.ID, m.Month, m.Start, m.End, wm.label, wm.start, wm.end)
+				}
+				me := expectEvents(buckets, exceeded, wm.start, wm.end, available)
+				near(s.ID+" "+wm.label+" total", m.Events.Total, me.total())
+				nearPtr(s.ID+" "+wm.label+" attainment", m.Attainment, 1-me.bad/me.total())
+			}
+		}
+
+		// Burn rates and the tier that would fire, from the raw series.
+		wantTier := ""
+		if len(s.BurnRates) != 4 {
+			t.Errorf("%s: %d burn rates, want the 4 default pairs of a 30d period", s.ID, len(s.BurnRates))
+		}
+		for _, br := range s.BurnRates {
+			long, _ := time.ParseDuration(strings.Replace(strings.Replace(br.Long, "3d", "72h", 1), "1d", "24h", 1))
+			short, _ := time.ParseDuration(br.Short)
+			l := expectEvents(buckets, exceeded, reportAt.Add(-long), reportAt, available)
+			sh := expectEvents(buckets, exceeded, reportAt.Add(-short), reportAt, available)
+			lr, sr := l.bad/l.total()/(1-obj), sh.bad/sh.total()/(1-obj)
+			nearPtr(fmt.Sprintf("%s %s %s/%s long burn rate", s.ID, br.Tier, br.Long, br.Short), br.LongRate, lr)
+			nearPtr(fmt.Sprintf("%s %s %s/%s short burn rate", s.ID, br.Tier, br.Long, br.Short), br.ShortRate, sr)
+			fires := lr > br.Factor && sr > br.Factor && l.total() >= float64(br.MinEvents)
+			if br.Firing != fires {
+				t.Errorf("%s: %s %s/%s at %vx firing %v, want %v (long %.3fx short %.3fx)", s.ID, br.Tier, br.Long, br.Short, br.Factor, br.Firing, fires, lr, sr)
+			}
+			if fires && (wantTier == "" || br.Tier == "page") {
+				wantTier = br.Tier
+			}
+		}
+		gotTier := ""
+		if s.FiringTier != nil {
+			gotTier = *s.FiringTier
+		}
+		if gotTier != wantTier {
+			t.Errorf("%s: firing tier %q, want %q", s.ID, gotTier, wantTier)
+		}
+		if s.ID == "backfill-rollouts-strict" && gotTier != "page" {
+			t.Errorf("the strict SLO burns at 50x in the last hour: want the page tier firing, got %q", gotTier)
+		}
+		if s.ID == "backfill-rollouts" && gotTier != "" {
+			t.Errorf("the 99%% SLO burns at 5x in the last hour: want no tier firing, got %q", gotTier)
+		}
+
+		// Exhaustion at the 1d burn rate.
+		day := expectEvents(buckets, exceeded, reportAt.Add(-24*time.Hour), reportAt, available)
+		b1d := day.bad / day.total() / (1 - obj)
+		nearPtr(s.ID+" 1d burn rate", s.Exhaustion.BurnRate1d, b1d)
+		remaining := 1 - want.bad/((1-obj)*want.total())
+		switch {
+		case remaining <= 0:
+			if s.Exhaustion.State != report.ExhaustionExhausted {
+				t.Errorf("%s: exhaustion %q, want exhausted", s.ID, s.Exhaustion.State)
+			}
+		default:
+			wantAt := reportAt.Add(time.Duration(remaining * float64(30*24*time.Hour) / b1d))
+			if s.Exhaustion.State != report.ExhaustionProjected || s.Exhaustion.At == nil || s.Exhaustion.At.Sub(wantAt).Abs() > time.Minute {
+				t.Errorf("%s: exhaustion %q at %v, want projected at %v", s.ID, s.Exhaustion.State, s.Exhaustion.At, wantAt)
+			}
+		}
+
+		// The gap and the day without traffic, as such.
+		if len(s.Gaps) != 1 || !s.Gaps[0].Start.Equal(gapFrom.Add(-time.Minute)) || !s.Gaps[0].End.Equal(gapTo.Add(-time.Minute)) || s.Gaps[0].Duration != "3h" {
+			t.Errorf("%s: gaps %+v, want one of 3h: no sample in (%v, %v]", s.ID, s.Gaps, gapFrom.Add(-time.Minute), gapTo.Add(-time.Minute))
+		}
+		if len(s.ZeroTraffic) != 1 || !s.ZeroTraffic[0].Start.Equal(idleFrom) || !s.ZeroTraffic[0].End.Equal(idleTo) || s.ZeroTraffic[0].Duration != "1d" {
+			t.Errorf("%s: zero traffic %+v, want (%v, %v]", s.ID, s.ZeroTraffic, idleFrom, idleTo)
+		}
+		// The chart: max(30d / 1000, 1m) = 43.2m, rounded up to 44m: 982
+		// points. No point in the idle day claims an SLI.
+		if s.Chart.Step != "44m" || len(s.Chart.Points) != 982 {
+			t.Errorf("%s: chart step %s with %d points, want 44m with 982", s.ID, s.Chart.Step, len(s.Chart.Points))
+		}
+		for _, p := range s.Chart.Points {
+			if p.T.After(idleFrom.Add(time.Hour)) && !p.T.After(idleTo) && p.SLI != nil {
+				t.Errorf("%s: chart point at %v in the idle day has SLI %v, want none", s.ID, p.T, *p.SLI)
+			}
+		}
+	}
+
+	// The worst namespaces and kinds, by bad events.
+	s := r.SLOs[0]
+	for _, c := range []struct {
+		what  string
+		got   []report.Contributor
+		label string
+		order []string
+	}{{"namespaces", s.Worst.Namespaces, "namespace", []string{"team-b", "team-a"}}, {"kinds", s.Worst.Kinds, "kind", nil}} {
+		if len(c.got) != 2 {
+			t.Errorf("worst %s %+v, want 2", c.what, c.got)
+			continue
+		}
+		for i, got := range c.got {
+			e := expectEvents(buckets, exceeded, windowStart, reportAt, func(l map[string]string) bool { return available(l) && l[c.label] == got.Value })
+			near("bad events of "+c.label+" "+got.Value, got.Bad, e.bad)
+			if c.order != nil && got.Value != c.order[i] {
+				t.Errorf("worst %s %+v, want in the order %v", c.what, c.got, c.order)
+			}
+		}
+	}
+	if len(s.Worst.Stages) != 0 {
+		t.Errorf("worst stages %+v of an SLO of one stage, want none", s.Worst.Stages)
+	}
+
+	// Series that do not exist: no data, never 100%.
+	nd := r.SLOs[2]
+	if nd.Status != report.StatusNoData || nd.Attainment != nil || nd.Events.Total != 0 || nd.Exhaustion.State != report.ExhaustionNoEvents {
+		t.Errorf("SLO without series: status %q attainment %v events %+v exhaustion %q, want no data, null, 0, no events", nd.Status, nd.Attainment, nd.Events, nd.Exhaustion.State)
+	}
+	for _, m := range nd.Months {
+		if m.Status != report.StatusNoData || m.Attainment != nil {
+			t.Errorf("SLO without series: month %s %q %v, want no data", m.Month, m.Status, m.Attainment)
+		}
+	}
+}

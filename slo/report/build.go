@@ -1,0 +1,443 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/kube-convergence/kube-convergence-exporter/slo"
+)
+
+// Options are the report's parameters.
+type Options struct {
+	// At is the end of every window.
+	At time.Time
+	// Window overrides each SLO's period when non-zero.
+	Window time.Duration
+	// Location sets the calendar months; nil is UTC.
+	Location *time.Location
+	// Source names the API in the report and in errors (its URL).
+	Source string
+}
+
+// maxPoints is the most steps one range query asks for: Prometheus
+// refuses more than 11,000 points per series ("exceeded maximum
+// resolution of 11,000 points per timeseries"), Thanos and Mimir keep the
+// limit.
+const maxPoints = 10000
+
+// QueryError is a failed query: the API, the SLO and the query are named.
+type QueryError struct {
+	Source, SLO, Query string
+	Err                error
+}
+
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("%s: slo %s: query %q: %v", e.Source, e.SLO, e.Query, e.Err)
+}
+
+func (e *QueryError) Unwrap() error { return e.Err }
+
+// Build queries api for every SLO of f and returns the report.
+func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, error) {
+	loc := o.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	at := o.At.In(loc).Truncate(time.Millisecond)
+	r := &Report{At: at, Source: o.Source, Timezone: loc.String(), SLOs: []SLO{}, Warnings: []string{}}
+	for i := range f.SLOs {
+		q := &querier{api: api, source: o.Source, slo: &f.SLOs[i], seen: map[string]bool{}}
+		s, err := q.report(ctx, at, o.Window, loc)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range s.Warnings {
+			r.Warnings = append(r.Warnings, s.ID+": "+w)
+		}
+		r.SLOs = append(r.SLOs, s)
+	}
+	return r, nil
+}
+
+// querier runs the queries of one SLO and keeps the API's warnings.
+type querier struct {
+	api      v1.API
+	source   string
+	slo      *slo.SLO
+	warnings []string
+	seen     map[string]bool
+}
+
+func (q *querier) fail(query string, err error) error {
+	return &QueryError{Source: q.source, SLO: q.slo.ID(), Query: query, Err: err}
+}
+
+func (q *querier) warn(ws v1.Warnings) {
+	for _, w := range ws {
+		if !q.seen[w] {
+			q.seen[w] = true
+			q.warnings = append(q.warnings, w)
+		}
+	}
+}
+
+// instant runs an instant query and returns its samples.
+func (q *querier) instant(ctx context.Context, query string, at time.Time) (model.Vector, error) {
+	v, ws, _, err := q.api.Query(ctx, query, at)
+	q.warn(ws)
+	if err != nil {
+		return nil, q.fail(query, err)
+	}
+	switch v := v.(type) {
+	case model.Vector:
+		return v, nil
+	case *model.Scalar:
+		return model.Vector{{Value: v.Value, Timestamp: v.Timestamp}}, nil
+	}
+	return nil, q.fail(query, fmt.Errorf("result is a %s, want a vector", v.Type()))
+}
+
+// scalar runs an instant query that returns at most one sample (a sum
+// without grouping): its value, and whether there was one.
+func (q *querier) scalar(ctx context.Context, query string, at time.Time) (float64, bool, error) {
+	v, err := q.instant(ctx, query, at)
+	if err != nil || len(v) == 0 {
+		return 0, false, err
+	}
+	if len(v) > 1 {
+		return 0, false, q.fail(query, fmt.Errorf("%d series, want one", len(v)))
+	}
+	return float64(v[0].Value), true, nil
+}
+
+// steps runs a query at every minute from first to last (inclusive), in
+// pieces of maxPoints, and returns the value of the (single) series at
+// each step.
+func (q *querier) steps(ctx context.Context, query string, first time.Time, n int) (vals []float64, has []bool, err error) {
+	vals, has = make([]float64, n), make([]bool, n)
+	for lo := 0; lo < n; lo += maxPoints {
+		hi := min(lo+maxPoints, n)
+		r := v1.Range{Start: first.Add(time.Duration(lo) * minute), End: first.Add(time.Duration(hi-1) * minute), Step: minute}
+		v, ws, _, err := q.api.QueryRange(ctx, query, r)
+		q.warn(ws)
+		if err != nil {
+			return nil, nil, q.fail(query, err)
+		}
+		m, ok := v.(model.Matrix)
+		if !ok {
+			return nil, nil, q.fail(query, fmt.Errorf("result is a %s, want a matrix", v.Type()))
+		}
+		if len(m) > 1 {
+			return nil, nil, q.fail(query, fmt.Errorf("%d series, want one", len(m)))
+		}
+		for _, s := range m {
+			for _, p := range s.Values {
+				i := int(p.Timestamp.Time().Sub(first).Round(time.Millisecond) / minute)
+				if i >= 0 && i < n && !math.IsNaN(float64(p.Value)) {
+					vals[i], has[i] = float64(p.Value), true
+				}
+			}
+		}
+	}
+	return vals, has, nil
+}
+
+// promDuration writes a range for PromQL, in milliseconds precision.
+func promDuration(d time.Duration) string {
+	return model.Duration(d.Round(time.Millisecond)).String()
+}
+
+// counts returns the events of the range (end-d, end] and whether any
+// series of the SLI had a sample.
+//
+// Latency: good = increase of the le="T" bucket, bad = increase of the
+// threshold="T" counter. Ratio: the queries' rates over the range times
+// its seconds. Good minutes: the rule's bad-minute expression evaluated
+// at every minute (a subquery), bad minutes summed, counted minutes
+// counted.
+func (q *querier) counts(ctx context.Context, end time.Time, d time.Duration) (Events, bool, error) {
+	rng := promDuration(d)
+	var (
+		e             Events
+		goodOK, badOK bool
+		err           error
+	)
+	switch sli := q.slo.SLI; {
+	case sli.Latency != nil:
+		good, bad, err := sli.Latency.Selectors()
+		if err != nil {
+			return e, false, err
+		}
+		if e.Good, goodOK, err = q.scalar(ctx, fmt.Sprintf("sum(increase(%s[%s]))", good, rng), end); err != nil {
+			return e, false, err
+		}
+		if e.Bad, badOK, err = q.scalar(ctx, fmt.Sprintf("sum(increase(%s[%s]))", bad, rng), end); err != nil {
+			return e, false, err
+		}
+		e.Total = e.Good + e.Bad
+	case sli.Ratio != nil:
+		errQ, totalQ := sli.Ratio.Queries(rng)
+		secs := d.Seconds()
+		if e.Bad, badOK, err = q.scalar(ctx, fmt.Sprintf("sum(%s) * %g", errQ, secs), end); err != nil {
+			return e, false, err
+		}
+		if e.Total, goodOK, err = q.scalar(ctx, fmt.Sprintf("sum(%s) * %g", totalQ, secs), end); err != nil {
+			return e, false, err
+		}
+		e.Good = e.Total - e.Bad
+	case sli.GoodMinutes != nil:
+		expr := sli.GoodMinutes.BadMinute()
+		// Minutes are counted whole: a subquery of step 1m over the range.
+		if e.Bad, badOK, err = q.scalar(ctx, fmt.Sprintf("sum_over_time((%s)[%s:1m])", expr, rng), end); err != nil {
+			return e, false, err
+		}
+		if e.Total, goodOK, err = q.scalar(ctx, fmt.Sprintf("count_over_time((%s)[%s:1m])", expr, rng), end); err != nil {
+			return e, false, err
+		}
+		e.Good = e.Total - e.Bad
+	default:
+		return e, false, errors.New("no indicator")
+	}
+	return e, goodOK || badOK, nil
+}
+
+// seriesSelectors are the series selectors an SLI reads: those of all
+// events and those of bad events. A ratio SLI's are found in its queries.
+func seriesSelectors(sli slo.SLI) (total, bad []string, err error) {
+	switch {
+	case sli.Latency != nil:
+		good, b, err := sli.Latency.Selectors()
+		if err != nil {
+			return nil, nil, err
+		}
+		return []string{good, b}, []string{b}, nil
+	case sli.Ratio != nil:
+		errQ, totalQ := sli.Ratio.Queries("1m")
+		if total, err = selectorsOf(totalQ); err != nil {
+			return nil, nil, err
+		}
+		if bad, err = selectorsOf(errQ); err != nil {
+			return nil, nil, err
+		}
+		return total, bad, nil
+	}
+	return nil, nil, nil
+}
+
+// selectorsOf lists the vector selectors of a PromQL expression, each once.
+func selectorsOf(expr string) ([]string, error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", expr, err)
+	}
+	var sels []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && !slices.Contains(sels, vs.String()) {
+			sels = append(sels, vs.String())
+		}
+		return nil
+	})
+	return sels, nil
+}
+
+// minuteSeries reads the SLI minute by minute over the window.
+//
+// Latency and ratio SLIs: a minute is present when one of the series the
+// SLI reads has a sample in it (count_over_time over 1m), and its events
+// are the increases of the sums of those series (the usual 5m lookback, so
+// a minute without a scrape does not read as a drop). For a ratio SLI
+// these are exact when its queries are sums of rates of counters (the
+// usual shape) and only draw the chart and find quiet runs otherwise.
+// Good-minutes SLIs: the rule's bad-minute expression at every minute; a
+// minute that does not count is absent.
+func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*minutes, error) {
+	m := &minutes{first: first, bad: make([]float64, n), total: make([]float64, n)}
+	if gm := q.slo.SLI.GoodMinutes; gm != nil {
+		bv, present, err := q.steps(ctx, gm.BadMinute(), first, n)
+		if err != nil {
+			return nil, err
+		}
+		m.present = present
+		for i := range n {
+			if present[i] {
+				m.bad[i], m.total[i] = bv[i], 1
+			}
+		}
+		return m, nil
+	}
+	total, bad, err := seriesSelectors(q.slo.SLI)
+	if err != nil {
+		return nil, err
+	}
+	if len(total) == 0 {
+		return nil, fmt.Errorf("slo %s: the total query reads no series", q.slo.ID())
+	}
+	counts := make([]string, len(total))
+	for i, s := range total {
+		counts[i] = "count_over_time(" + s + "[1m])"
+	}
+	if _, m.present, err = q.steps(ctx, "group("+strings.Join(counts, " or ")+")", first, n); err != nil {
+		return nil, err
+	}
+	inc := map[string][]float64{}
+	for _, s := range append(slices.Clone(total), bad...) {
+		if inc[s] != nil {
+			continue
+		}
+		v, has, err := q.steps(ctx, "sum("+s+")", first, n)
+		if err != nil {
+			return nil, err
+		}
+		inc[s] = increases(v, has)
+	}
+	for i := range n {
+		for _, s := range total {
+			m.total[i] += inc[s][i]
+		}
+		for _, s := range bad {
+			m.bad[i] += inc[s][i]
+		}
+	}
+	return m, nil
+}
+
+// worst ranks label values by bad events over the window.
+func (q *querier) worst(ctx context.Context, at time.Time, window time.Duration, allBad float64) (Worst, error) {
+	w := Worst{Namespaces: []Contributor{}, Kinds: []Contributor{}, Stages: []Contributor{}}
+	var badExpr func(by string) string
+	var labels []string
+	switch sli := q.slo.SLI; {
+	case sli.Latency != nil:
+		m, _ := slo.LookupLatencyMetric(sli.Latency.Metric)
+		_, bad, err := sli.Latency.Selectors()
+		if err != nil {
+			return w, err
+		}
+		badExpr = func(by string) string {
+			return fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, bad, promDuration(window))
+		}
+		for _, l := range []string{"namespace", "kind", "owner_kind", "stage"} {
+			if !m.HasLabel(l) || (l == "stage" && len(sli.Latency.Match["stage"]) == 1) {
+				continue
+			}
+			labels = append(labels, l)
+		}
+	case sli.Ratio != nil:
+		// Only when the error query keeps a namespace label.
+		errQ, _ := sli.Ratio.Queries(promDuration(window))
+		badExpr = func(by string) string { return fmt.Sprintf("sum by (%s) (%s) * %g", by, errQ, window.Seconds()) }
+		labels = []string{"namespace"}
+	default:
+		return w, nil
+	}
+	for _, l := range labels {
+		v, err := q.instant(ctx, badExpr(l), at)
+		if err != nil {
+			return w, err
+		}
+		bad := map[string]float64{}
+		for _, s := range v {
+			if val := string(s.Metric[model.LabelName(l)]); val != "" {
+				bad[val] += float64(s.Value)
+			}
+		}
+		switch l {
+		case "namespace":
+			w.Namespaces = top(bad, allBad)
+		case "kind", "owner_kind":
+			w.Kinds = top(bad, allBad)
+		case "stage":
+			w.Stages = top(bad, allBad)
+		}
+	}
+	return w, nil
+}
+
+func (q *querier) report(ctx context.Context, at time.Time, window time.Duration, loc *time.Location) (SLO, error) {
+	s := q.slo
+	if window == 0 {
+		window = s.Period
+	}
+	obj := s.ObjectiveFloat()
+	r := SLO{
+		ID: s.ID(), Service: s.Service, Name: s.Name, Description: s.Description, SLI: s.SLI.String(),
+		Objective: obj, Window: formatDuration(window), Start: at.Add(-window), End: at,
+		BurnRates: []BurnRate{}, Months: []Month{},
+	}
+
+	// The headline: events over the whole window.
+	e, present, err := q.counts(ctx, at, window)
+	if err != nil {
+		return r, err
+	}
+	r.Events, r.Status, r.Attainment, r.Budget = e, status(e, present, obj), attainment(e), budgetOf(e, obj)
+
+	day, _, err := q.counts(ctx, at, slo.Day)
+	if err != nil {
+		return r, err
+	}
+	r.Exhaustion = exhaustionOf(at, window, r.Budget, burnRate(day, obj))
+
+	// The kept alert window pairs of both tiers, as the rules have them.
+	for _, t := range []struct {
+		name string
+		tier slo.Tier
+	}{{slo.TierPage, s.Alerting.Page}, {slo.TierTicket, s.Alerting.Ticket}} {
+		if !t.tier.Enabled {
+			continue
+		}
+		for _, w := range t.tier.Windows {
+			long, _, err := q.counts(ctx, at, w.Long)
+			if err != nil {
+				return r, err
+			}
+			short, _, err := q.counts(ctx, at, w.Short)
+			if err != nil {
+				return r, err
+			}
+			r.BurnRates = append(r.BurnRates, BurnRate{
+				Tier: t.name, Long: slo.FormatDuration(w.Long), Short: slo.FormatDuration(w.Short), Factor: w.Factor,
+				LongRate: burnRate(long, obj), ShortRate: burnRate(short, obj), LongEvents: long.Total, MinEvents: t.tier.MinEvents,
+			})
+		}
+	}
+	r.FiringTier = firing(r.BurnRates)
+
+	if r.Worst, err = q.worst(ctx, at, window, e.Bad); err != nil {
+		return r, err
+	}
+
+	for _, m := range months(r.Start, at, loc) {
+		me, mp, err := q.counts(ctx, m.end, m.end.Sub(m.start))
+		if err != nil {
+			return r, err
+		}
+		r.Months = append(r.Months, Month{Month: m.label, Start: m.start, End: m.end, Events: me, Attainment: attainment(me), Status: status(me, mp, obj)})
+	}
+
+	// Minute by minute: gaps, zero traffic, the chart.
+	n := int(window / minute)
+	first := at.Add(-time.Duration(n-1) * minute)
+	ms, err := q.minuteSeries(ctx, first, n)
+	if err != nil {
+		return r, err
+	}
+	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
+	step := chartStep(window)
+	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, obj, loc)}
+	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
+	r.Warnings = slices.Clone(q.warnings)
+	if r.Warnings == nil {
+		r.Warnings = []string{}
+	}
+	return r, nil
+}

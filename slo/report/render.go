@@ -1,0 +1,231 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Formats of Render.
+const (
+	FormatText     = "text"
+	FormatMarkdown = "markdown"
+	FormatJSON     = "json"
+	FormatHTML     = "html"
+)
+
+// Formats lists the formats Render accepts.
+func Formats() []string { return []string{FormatText, FormatMarkdown, FormatJSON, FormatHTML} }
+
+// Render writes the report in format.
+func Render(w io.Writer, r *Report, format string) error {
+	var b bytes.Buffer
+	switch format {
+	case FormatText:
+		renderText(&b, r)
+	case FormatMarkdown:
+		renderMarkdown(&b, r)
+	case FormatJSON:
+		enc := json.NewEncoder(&b)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("report: json: %w", err)
+		}
+	case FormatHTML:
+		if err := renderHTML(&b, r); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("report: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// row is one line of an SLO's summary: the text and markdown formats print
+// the same rows.
+type row struct{ label, value string }
+
+const timeLayout = "2006-01-02 15:04 MST"
+
+func fmtTime(t time.Time) string { return t.Format(timeLayout) }
+
+// fmtPercent writes a ratio as a percentage with four decimals: an
+// objective of 99.99% needs them.
+func fmtPercent(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(100**p, 'f', 4, 64) + "%"
+}
+
+// fmtCount writes an event count with at most two decimals: increase()
+// extrapolates, so counts are rarely whole.
+func fmtCount(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 2, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+func fmtRate(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(*p, 'f', 2, 64) + "x"
+}
+
+func fmtFactor(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) + "x" }
+
+func fmtObjective(o float64) string { return strconv.FormatFloat(100*o, 'f', -1, 64) + "%" }
+
+func attainmentText(s *SLO) string {
+	switch s.Status {
+	case StatusNoData:
+		return "no data: none of the SLI's series had a sample in the window"
+	case StatusNoEvents:
+		return "no events in the window"
+	}
+	return fmtPercent(s.Attainment) + " (" + s.Status + ")"
+}
+
+func exhaustionText(s *SLO) string {
+	e := s.Exhaustion
+	switch e.State {
+	case ExhaustionProjected:
+		return fmt.Sprintf("%s at the 1d burn rate of %s", fmtTime(*e.At), fmtRate(e.BurnRate1d))
+	case ExhaustionExhausted:
+		return "exhausted: no budget left"
+	case ExhaustionNever:
+		return "not at the current rate (1d burn rate " + fmtRate(e.BurnRate1d) + ")"
+	}
+	return "n/a (no events)"
+}
+
+func burnRateText(b BurnRate) string {
+	s := fmt.Sprintf("%s %s/%s > %s: long %s, short %s", b.Tier, b.Long, b.Short, fmtFactor(b.Factor), fmtRate(b.LongRate), fmtRate(b.ShortRate))
+	if b.MinEvents > 0 {
+		s += fmt.Sprintf(", %s of %d events", fmtCount(b.LongEvents), b.MinEvents)
+	}
+	if b.Firing {
+		s += " FIRING"
+	}
+	return s
+}
+
+func contributorsText(cs []Contributor) string {
+	if len(cs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s %s (%s)", c.Value, fmtCount(c.Bad), fmtPercent(&c.Share))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func monthText(m Month) string {
+	switch m.Status {
+	case StatusNoData:
+		return fmt.Sprintf("%s: no data", m.Month)
+	case StatusNoEvents:
+		return fmt.Sprintf("%s: no events", m.Month)
+	}
+	return fmt.Sprintf("%s: %s %s (%s of %s events bad)", m.Month, fmtPercent(m.Attainment), m.Status, fmtCount(m.Events.Bad), fmtCount(m.Events.Total))
+}
+
+func periodText(p Period) string {
+	return fmt.Sprintf("%s to %s (%s)", fmtTime(p.Start), fmtTime(p.End), p.Duration)
+}
+
+// rows are the summary of one SLO; a list value gives one row per item.
+func rows(s *SLO) []row {
+	b := s.Budget
+	rs := []row{
+		{"SLI", s.SLI},
+		{"window", fmt.Sprintf("%s, %s to %s", s.Window, fmtTime(s.Start), fmtTime(s.End))},
+		{"objective", fmtObjective(s.Objective)},
+		{"attainment", attainmentText(s)},
+		{"events", fmt.Sprintf("good %s, bad %s, total %s", fmtCount(s.Events.Good), fmtCount(s.Events.Bad), fmtCount(s.Events.Total))},
+		{"error budget", fmt.Sprintf("total %s, consumed %s, remaining %s (%s)", fmtCount(b.Total), fmtCount(b.Consumed), fmtCount(b.Remaining), fmtPercent(b.RemainingRatio))},
+		{"budget runs out", exhaustionText(s)},
+	}
+	for _, br := range s.BurnRates {
+		rs = append(rs, row{"burn rate", burnRateText(br)})
+	}
+	firing := "none"
+	if s.FiringTier != nil {
+		firing = *s.FiringTier
+	}
+	rs = append(rs, row{"tier firing now", firing})
+	rs = append(rs, row{"worst namespaces", contributorsText(s.Worst.Namespaces)})
+	if len(s.Worst.Kinds) > 0 {
+		rs = append(rs, row{"worst kinds", contributorsText(s.Worst.Kinds)})
+	}
+	if len(s.Worst.Stages) > 0 {
+		rs = append(rs, row{"worst stages", contributorsText(s.Worst.Stages)})
+	}
+	for _, m := range s.Months {
+		rs = append(rs, row{"month", monthText(m)})
+	}
+	if len(s.Gaps) == 0 {
+		rs = append(rs, row{"gaps", "none"})
+	}
+	for _, g := range s.Gaps {
+		rs = append(rs, row{"gap (no samples)", periodText(g)})
+	}
+	for _, z := range s.ZeroTraffic {
+		rs = append(rs, row{"zero traffic", periodText(z)})
+	}
+	for _, w := range s.Warnings {
+		rs = append(rs, row{"API warning", w})
+	}
+	return rs
+}
+
+func header(r *Report) string {
+	return fmt.Sprintf("SLO report at %s (%s), from %s", fmtTime(r.At), r.Timezone, r.Source)
+}
+
+func renderText(w *bytes.Buffer, r *Report) {
+	fmt.Fprintln(w, header(r))
+	if len(r.Warnings) > 0 {
+		fmt.Fprintf(w, "WARNING: the API returned %d warning(s), numbers may be partial\n", len(r.Warnings))
+	}
+	for i := range r.SLOs {
+		s := &r.SLOs[i]
+		fmt.Fprintf(w, "\n%s (service %s, slo %s)\n", s.ID, s.Service, s.Name)
+		for _, rw := range rows(s) {
+			fmt.Fprintf(w, "  %-18s %s\n", rw.label, rw.value)
+		}
+	}
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func renderMarkdown(w *bytes.Buffer, r *Report) {
+	fmt.Fprintf(w, "# %s\n", mdEscape(header(r)))
+	if len(r.Warnings) > 0 {
+		fmt.Fprintf(w, "\n> **Warning:** the API returned %d warning(s), numbers may be partial.\n", len(r.Warnings))
+	}
+	for i := range r.SLOs {
+		s := &r.SLOs[i]
+		fmt.Fprintf(w, "\n## %s\n\n", mdEscape(s.ID))
+		if s.Description != "" {
+			fmt.Fprintf(w, "%s\n\n", mdEscape(s.Description))
+		}
+		fmt.Fprintln(w, "| | |")
+		fmt.Fprintln(w, "| --- | --- |")
+		for _, rw := range rows(s) {
+			fmt.Fprintf(w, "| %s | %s |\n", mdEscape(rw.label), mdEscape(rw.value))
+		}
+	}
+}
