@@ -368,6 +368,7 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 		window = s.Period
 	}
 	obj := s.ObjectiveFloat()
+	budget, _ := s.Budget().Float64()
 	r := SLO{
 		ID: s.ID(), Service: s.Service, Name: s.Name, Description: s.Description, SLI: s.SLI.String(),
 		Objective: obj, Window: formatDuration(window), Start: at.Add(-window), End: at,
@@ -379,13 +380,13 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	if err != nil {
 		return r, err
 	}
-	r.Events, r.Status, r.Attainment, r.Budget = e, status(e, present, obj), attainment(e), budgetOf(e, obj)
+	r.Events, r.Status, r.Attainment, r.Budget = e, status(e, present, obj), attainment(e), budgetOf(e, budget)
 
 	day, _, err := q.counts(ctx, at, slo.Day)
 	if err != nil {
 		return r, err
 	}
-	r.Exhaustion = exhaustionOf(at, window, r.Budget, burnRate(day, obj))
+	r.Exhaustion = exhaustionOf(at, window, r.Budget, burnRate(day, budget))
 
 	// The kept alert window pairs of both tiers, as the rules have them.
 	for _, t := range []struct {
@@ -406,7 +407,7 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 			}
 			r.BurnRates = append(r.BurnRates, BurnRate{
 				Tier: t.name, Long: slo.FormatDuration(w.Long), Short: slo.FormatDuration(w.Short), Factor: w.Factor,
-				LongRate: burnRate(long, obj), ShortRate: burnRate(short, obj), LongEvents: long.Total, MinEvents: t.tier.MinEvents,
+				LongRate: burnRate(long, budget), ShortRate: burnRate(short, budget), LongEvents: long.Total, MinEvents: t.tier.MinEvents,
 			})
 		}
 	}
@@ -433,7 +434,7 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	}
 	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
 	step := chartStep(window)
-	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, obj, loc)}
+	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc)}
 	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
 	r.Warnings = slices.Clone(q.warnings)
 	if r.Warnings == nil {

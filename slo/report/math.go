@@ -50,9 +50,12 @@ func status(e Events, present bool, objective float64) string {
 	return StatusMet
 }
 
-// budgetOf is the window's error budget in events.
-func budgetOf(e Events, objective float64) Budget {
-	b := Budget{Total: (1 - objective) * e.Total, Consumed: e.Bad}
+// budgetOf is the window's error budget in events. budget is 1 -
+// objective, computed exactly (slo.SLO.Budget): 1 - 0.99 in float64 is
+// 0.010000000000000009, which would leave a budget spent to the event a
+// remainder of 1e-13.
+func budgetOf(e Events, budget float64) Budget {
+	b := Budget{Total: budget * e.Total, Consumed: e.Bad}
 	b.Remaining = b.Total - b.Consumed
 	if b.Total > 0 {
 		b.RemainingRatio = ptr(b.Remaining / b.Total)
@@ -62,11 +65,11 @@ func budgetOf(e Events, objective float64) Budget {
 
 // burnRate is the error ratio of e over the budget ratio, nil without
 // events.
-func burnRate(e Events, objective float64) *float64 {
+func burnRate(e Events, budget float64) *float64 {
 	if e.Total <= 0 {
 		return nil
 	}
-	return ptr(e.Bad / e.Total / (1 - objective))
+	return ptr(e.Bad / e.Total / budget)
 }
 
 // exhaustionOf projects when the remaining budget runs out if the last
@@ -180,7 +183,7 @@ func (m *minutes) zeroTraffic(loc *time.Location) []Period {
 
 // chart sums the minutes into points of step minutes each, the last
 // point ending at the last minute.
-func (m *minutes) chart(step int, objective float64, loc *time.Location) []Point {
+func (m *minutes) chart(step int, budget float64, loc *time.Location) []Point {
 	n := len(m.present)
 	points := []Point{}
 	var cumBad, cumTotal float64
@@ -202,7 +205,7 @@ func (m *minutes) chart(step int, objective float64, loc *time.Location) []Point
 			p.SLI = ptr(1 - bad/total)
 		}
 		if cumTotal > 0 {
-			p.BudgetRemaining = ptr(1 - cumBad/((1-objective)*cumTotal))
+			p.BudgetRemaining = ptr(1 - cumBad/(budget*cumTotal))
 		}
 		points = append(points, p)
 		lo = hi
