@@ -48,7 +48,7 @@ func Render(w io.Writer, r *Report, format string) error {
 
 // row is one line of an SLO's summary: the text and markdown formats print
 // the same rows.
-type row struct{ label, value string }
+type row struct{ Label, Value string }
 
 const timeLayout = "2006-01-02 15:04 MST"
 
@@ -202,7 +202,7 @@ func renderText(w *bytes.Buffer, r *Report) {
 		s := &r.SLOs[i]
 		fmt.Fprintf(w, "\n%s (service %s, slo %s)\n", s.ID, s.Service, s.Name)
 		for _, rw := range rows(s) {
-			fmt.Fprintf(w, "  %-18s %s\n", rw.label, rw.value)
+			fmt.Fprintf(w, "  %-18s %s\n", rw.Label, rw.Value)
 		}
 	}
 }
@@ -225,7 +225,7 @@ func renderMarkdown(w *bytes.Buffer, r *Report) {
 		fmt.Fprintln(w, "| | |")
 		fmt.Fprintln(w, "| --- | --- |")
 		for _, rw := range rows(s) {
-			fmt.Fprintf(w, "| %s | %s |\n", mdEscape(rw.label), mdEscape(rw.value))
+			fmt.Fprintf(w, "| %s | %s |\n", mdEscape(rw.Label), mdEscape(rw.Value))
 		}
 	}
 }
