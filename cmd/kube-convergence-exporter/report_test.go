@@ -1,0 +1,110 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// closedURL is a loopback URL where nothing listens: the port was free a
+// moment ago and is closed again.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+const reportSLOFile = "service: shop\nslos:\n  - name: rollouts\n    objective: 0.99\n    period: 7d\n    sli:\n      latency: {metric: kube_convergence_rollout_duration_seconds, threshold: 300}\n"
+
+func TestReportUsageErrorsExit2(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := closedURL(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "-f", file}, "required flag(s) '--prometheus.url' not provided"},
+		{[]string{"report", "--prometheus.url", u}, "required flag(s) '--file' not provided"},
+		{[]string{"report", "--prometheus.url", "prometheus:9090", "-f", file}, `--prometheus.url "prometheus:9090": want an http or https URL`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1x"}, `--window "1x"`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1m"}, "at least 2m"},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "yesterday"}, `--at "yesterday": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--timezone", "Mars/Olympus"}, `--timezone "Mars/Olympus"`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--format", "pdf"}, "enum value must be one of text,markdown,json,html"},
+	} {
+		code, _, errs := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args[1:], code, errs, c.want)
+		}
+	}
+}
+
+// An unreachable API: exit 1 naming the URL, the SLO and the query, and no
+// file at -o (the report is written only once complete, through a
+// temporary file renamed into place).
+func TestReportUnreachableExit1NoHalfReport(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := closedURL(t)
+	out := filepath.Join(dir, "report.html")
+	code, stdout, errs := runCLI(t, "report", "--prometheus.url", u, "-f", file, "--format", "html", "-o", out, "--at", "1762776000")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errs)
+	}
+	for _, want := range []string{u, "slo shop-rollouts", `query "sum(increase(kube_convergence_rollout_duration_seconds_bucket{le=~\"300(\\\\.0)?\"}[1w]))"`, "connection refused"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr %q lacks %q", errs, want)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing", stdout)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("the directory holds %v, want only the SLO file: no report, no temporary file", entries)
+	}
+}
+
+// A bad SLO file fails exactly as slo validate does.
+func TestReportBadSLOFileFailsAsValidate(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	doc := "service: shop\nslos:\n  - name: x\n    objective: 1.5\n    period: 30d\n    sli:\n      latency: {metric: kube_convergence_rollout_duration_seconds, threshold: 4}\n"
+	if err := os.WriteFile(bad, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vcode, _, verrs := runCLI(t, "slo", "validate", "-f", bad)
+	code, _, errs := runCLI(t, "report", "--prometheus.url", closedURL(t), "-f", bad)
+	if code != vcode || errs != verrs || code != 1 {
+		t.Errorf("report: exit %d stderr %q; slo validate: exit %d stderr %q; want both 1 and the same", code, errs, vcode, verrs)
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	want := time.Date(2025, 11, 10, 12, 0, 0, 0, time.UTC)
+	for _, s := range []string{"2025-11-10T12:00:00Z", "2025-11-10T13:00:00+01:00", "1762776000", "1762776000.000"} {
+		got, err := parseTime(s)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseTime(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	if got, err := parseTime("1762776000.5"); err != nil || !got.Equal(want.Add(500*time.Millisecond)) {
+		t.Errorf("fractional seconds: %v, %v", got, err)
+	}
+}
