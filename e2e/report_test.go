@@ -346,6 +346,11 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 		t.Errorf("report without --fail-on-breach: exit %d, want 0", code)
 	}
 
+	htmlOut := filepath.Join(dir, "report.html")
+	if _, _, code := run("-f", strictFile, "--format", "html", "-o", htmlOut, "--timezone", "Europe/Berlin"); code != 0 {
+		t.Errorf("report --format html: exit %d, want 0", code)
+	}
+
 	b, err := os.ReadFile(jsonOut)
 	if err != nil {
 		t.Fatal(err)
@@ -513,6 +518,8 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 	if len(s.Worst.Stages) != 0 {
 		t.Errorf("worst stages %+v of an SLO of one stage, want none", s.Worst.Stages)
 	}
+
+	checkReportHTML(ctx, t, htmlOut, &r)
 
 	// Series that do not exist: no data, never 100%.
 	nd := r.SLOs[2]
