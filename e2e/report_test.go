@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -520,6 +524,98 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 	}
 
 	checkReportHTML(ctx, t, htmlOut, &r)
+
+	// --http.config.file in promtool's format, through a gateway in front
+	// of the real Prometheus that wants a bearer token and a tenant header
+	// under a path prefix, the way Mimir's is reached.
+	const token, tenant = "t0ken", "tenant-1"
+	var gatewayRequests atomic.Int64
+	gateway := httptest.NewServer(http.StripPrefix("/prometheus", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer "+token || req.Header.Get("X-Scope-OrgID") != tenant {
+			http.Error(w, "401 no tenant or token", http.StatusUnauthorized)
+			return
+		}
+		gatewayRequests.Add(1)
+		up, err := http.NewRequestWithContext(req.Context(), req.Method, prom.URL()+req.URL.Path+"?"+req.URL.RawQuery, req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		up.Header.Set("Content-Type", req.Header.Get("Content-Type"))
+		resp, err := http.DefaultClient.Do(up)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+	})))
+	defer gateway.Close()
+	tokenFile := filepath.Join(dir, "token")
+	httpConfig := filepath.Join(dir, "http.yml")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(httpConfig, []byte("authorization:\n  credentials_file: "+tokenFile+"\nhttp_headers:\n  X-Scope-OrgID:\n    values: ["+tenant+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A ratio SLO whose query makes Prometheus warn (quantile outside
+	// [0, 1]), as Thanos and Mimir warn of partial responses.
+	warnedFile := filepath.Join(dir, "warned.yaml")
+	warned := strings.Replace(reportSLOs[:strings.Index(reportSLOs, "  - name: nowhere")], "  - name: rollouts\n", "  - name: skipped\n", 1)
+	warned = strings.Replace(warned, `threshold="300.0"}[{{.window}}]))
+        totalQuery`, `threshold="300.0"}[{{.window}}])) and on () quantile(1.5, vector(1))
+        totalQuery`, 1)
+	if err := os.WriteFile(warnedFile, []byte(warned), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gatewayArgs := func(args ...string) []string {
+		return append([]string{"--prometheus.url", gateway.URL + "/prometheus", "-f", warnedFile, "--at", reportAt.Format(time.RFC3339)}, args...)
+	}
+	cmd := exec.CommandContext(ctx, exporter, append([]string{"report"}, gatewayArgs("--format", "json", "--http.config.file", httpConfig)...)...)
+	var gwErr strings.Builder
+	cmd.Stderr = &gwErr
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("report through the gateway with --http.config.file: %v\n%s", err, gwErr.String())
+	}
+	var wr report.Report
+	if err := json.Unmarshal(out, &wr); err != nil {
+		t.Fatal(err)
+	}
+	validateReportJSON(t, out)
+	const quantileWarning = "quantile value should be between 0 and 1"
+	if len(wr.SLOs) != 2 || gatewayRequests.Load() == 0 {
+		t.Fatalf("through the gateway: %d SLOs after %d requests", len(wr.SLOs), gatewayRequests.Load())
+	}
+	if ws := wr.SLOs[1].Warnings; len(ws) == 0 || !strings.Contains(ws[0], quantileWarning) || len(wr.Warnings) != len(ws) || !strings.HasPrefix(wr.Warnings[0], "backfill-rollouts-ratio: ") {
+		t.Errorf("the warned SLO's warnings %q, the report's %q: want Prometheus's quantile warning, prefixed with the SLO in the report's", ws, wr.Warnings)
+	}
+	if len(wr.SLOs[0].Warnings) != 0 {
+		t.Errorf("warnings %q on the SLO whose queries are fine", wr.SLOs[0].Warnings)
+	}
+	if !strings.Contains(gwErr.String(), "API warning: backfill-rollouts-ratio: ") || !strings.Contains(gwErr.String(), quantileWarning) {
+		t.Errorf("stderr %q does not print the API warning", gwErr.String())
+	}
+	// The warning changes no number: the ratio SLO still matches.
+	nearPtr("attainment through the gateway", wr.SLOs[1].Attainment, 1-want.bad/want.total())
+	// Without the configuration the gateway refuses: exit 1 naming the URL.
+	cmd = exec.CommandContext(ctx, exporter, append([]string{"report"}, gatewayArgs()...)...)
+	gwErr.Reset()
+	cmd.Stderr = &gwErr
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("report through the gateway without credentials: %v, want exit 1", err)
+	}
+	if !strings.Contains(gwErr.String(), gateway.URL+"/prometheus") || !strings.Contains(gwErr.String(), "401") {
+		t.Errorf("stderr %q should name the URL and the 401", gwErr.String())
+	}
 
 	// Series that do not exist: no data, never 100%.
 	nd := r.SLOs[2]
