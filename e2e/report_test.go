@@ -628,3 +628,48 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 		}
 	}
 }
+
+// checkLiveReport runs `report --format json` over the bundled SLO file
+// against the Prometheus of TestSLORulesOnRealPrometheus: the stuck
+// rollout's threshold crossing is one bad event of rollout-available, in
+// its namespace, and the fast rollout a good one.
+func checkLiveReport(ctx context.Context, t *testing.T, prom *sandbox.Prometheus, stuckNS, fastNS string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, exporter, "report", "--prometheus.url", prom.URL(), "-f", "../rules/slos.yaml", "--window", "1h", "--format", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("report on live data: %v\n%s", err, stderr.String())
+	}
+	validateReportJSON(t, out)
+	var r report.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	var s *report.SLO
+	for i := range r.SLOs {
+		if r.SLOs[i].ID == "kube-convergence-rollout-available" {
+			s = &r.SLOs[i]
+		}
+	}
+	if s == nil {
+		t.Fatalf("no kube-convergence-rollout-available in the report: %s", out)
+	}
+	// One crossing: increase() of a counter from 0 to 1 over a range that
+	// holds its creation extrapolates only to the end, by at most one 1 s
+	// scrape interval over the minutes since the crossing.
+	var stuck *report.Contributor
+	for i, c := range s.Worst.Namespaces {
+		if c.Value == stuckNS {
+			stuck = &s.Worst.Namespaces[i]
+		}
+	}
+	if stuck == nil || stuck.Bad < 1 || stuck.Bad > 1.05 {
+		t.Fatalf("worst namespaces %+v: want %s with one bad event", s.Worst.Namespaces, stuckNS)
+	}
+	if s.Events.Bad < 1 || s.Events.Good < 1 || s.Attainment == nil || *s.Attainment >= 1 {
+		t.Errorf("rollout-available over 1h: events %+v, attainment %v: want the bad event of %s and the good one of %s", s.Events, s.Attainment, stuckNS, fastNS)
+	}
+	t.Logf("report on live data: rollout-available events %+v, %s burnt %.3f", s.Events, stuckNS, stuck.Bad)
+}

@@ -204,6 +204,10 @@ func TestSLORulesOnRealPrometheus(t *testing.T) {
 	if failures != 0 {
 		t.Errorf("prometheus_rule_evaluation_failures_total = %v over the run, want 0", failures)
 	}
+
+	// The report issue's live-data acceptance: `report` over the bundled
+	// SLO file counts the stuck rollout's bad event from the raw series.
+	checkLiveReport(ctx, t, prom, stuckNS, fastNS)
 }
 
 // waitSLI waits up to a minute for q to return one sample (the rule
