@@ -1,0 +1,80 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kube-convergence/kube-convergence-exporter/slo"
+)
+
+// The report reads the raw series the generated rules read: the latency
+// selectors are in the rules' 5m records, a good-minutes SLI's bad-minute
+// expression is the rule's, and a ratio SLI's series are found in its
+// queries.
+func TestReportReadsTheSeriesOfTheRules(t *testing.T) {
+	f, err := slo.Load("../../rules/slos.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := slo.Parse("extra.yaml", []byte(`service: extra
+slos:
+  - name: minutes
+    objective: 0.99
+    period: 7d
+    sli:
+      goodMinutes:
+        badWhen: sum(kube_convergence_rollouts_stalled) > 0
+        countWhen: up{job="kube-convergence-exporter"} == 1
+  - name: ratio
+    objective: 0.99
+    period: 7d
+    sli:
+      ratio:
+        errorQuery: sum(rate(kube_convergence_relists_total{reason="expired"}[{{.window}}]))
+        totalQuery: sum(rate(kube_convergence_relists_total[{{.window}}]))
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SLOs = append(f.SLOs, extra.SLOs...)
+	rf, err := slo.Generate(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]map[string]string{} // group -> record -> expr
+	for _, g := range rf.Groups {
+		rules[g.Name] = map[string]string{}
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				rules[g.Name][r.Record] = r.Expr
+			}
+		}
+	}
+	for i := range f.SLOs {
+		s := &f.SLOs[i]
+		g := rules["slo-"+s.ID()]
+		switch {
+		case s.SLI.Latency != nil:
+			good, bad, err := s.SLI.Latency.Selectors()
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := g[slo.RecordTotalRate]
+			if !strings.Contains(total, good+"[5m]") || !strings.Contains(total, bad+"[5m]") || !strings.Contains(g[slo.RecordBadRate], bad+"[5m]") {
+				t.Errorf("%s: the report's selectors %s and %s are not those of the rules:\n%s", s.ID(), good, bad, total)
+			}
+		case s.SLI.GoodMinutes != nil:
+			if got := s.SLI.GoodMinutes.BadMinute(); got != g[slo.RecordBadMinute] {
+				t.Errorf("%s: bad minute %q, the rule's %q", s.ID(), got, g[slo.RecordBadMinute])
+			}
+		case s.SLI.Ratio != nil:
+			total, bad, err := seriesSelectors(s.SLI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(total, " ") != "kube_convergence_relists_total" || strings.Join(bad, " ") != `kube_convergence_relists_total{reason="expired"}` {
+				t.Errorf("%s: series %q and %q", s.ID(), total, bad)
+			}
+		}
+	}
+}
