@@ -617,6 +617,31 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 		t.Errorf("stderr %q should name the URL and the 401", gwErr.String())
 	}
 
+	// An SLO over every stage ranks the stages too: the observed stage's
+	// series (half its rollouts slow) burns most.
+	stagesFile := filepath.Join(dir, "stages.yaml")
+	stagesSLO := strings.Replace(reportSLOs[:strings.Index(reportSLOs, "  - name: rollouts-ratio")], "match: {stage: available, change: template}", "match: {change: template}", 1)
+	if err := os.WriteFile(stagesFile, []byte(stagesSLO), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.CommandContext(ctx, exporter, "report", "--prometheus.url", prom.URL(), "-f", stagesFile, "--at", reportAt.Format(time.RFC3339), "--format", "json")
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("report over every stage: %v", err)
+	}
+	var sr report.Report
+	if err := json.Unmarshal(out, &sr); err != nil {
+		t.Fatal(err)
+	}
+	if st := sr.SLOs[0].Worst.Stages; len(st) != 2 || st[0].Value != "observed" || st[1].Value != "available" {
+		t.Errorf("worst stages %+v, want observed then available", st)
+	} else {
+		for _, c := range st {
+			e := expectEvents(buckets, exceeded, windowStart, reportAt, func(l map[string]string) bool { return l["change"] == "template" && l["stage"] == c.Value })
+			near("bad events of stage "+c.Value, c.Bad, e.bad)
+		}
+	}
+
 	// Series that do not exist: no data, never 100%.
 	nd := r.SLOs[2]
 	if nd.Status != report.StatusNoData || nd.Attainment != nil || nd.Events.Total != 0 || nd.Exhaustion.State != report.ExhaustionNoEvents {

@@ -111,7 +111,7 @@ func exhaustionText(s *SLO) string {
 func burnRateText(b BurnRate) string {
 	s := fmt.Sprintf("%s %s/%s > %s: long %s, short %s", b.Tier, b.Long, b.Short, fmtFactor(b.Factor), fmtRate(b.LongRate), fmtRate(b.ShortRate))
 	if b.MinEvents > 0 {
-		s += fmt.Sprintf(", %s of %d events", fmtCount(b.LongEvents), b.MinEvents)
+		s += fmt.Sprintf(", %s events in %s (minEvents %d)", fmtCount(b.LongEvents), b.Long, b.MinEvents)
 	}
 	if b.Firing {
 		s += " FIRING"
