@@ -72,26 +72,54 @@ func burnRate(e Events, budget float64) *float64 {
 	return ptr(e.Bad / e.Total / budget)
 }
 
-// exhaustionOf projects when the remaining budget runs out if the last
-// day's burn rate b holds: burning at 1x spends the whole budget in one
-// window, so a remaining share r lasts r x window / b. This is the usual
-// "time to exhaustion" of a burn rate (the SRE workbook's budget
-// arithmetic); it ignores the bad events that will leave the rolling
-// window meanwhile, so it errs early.
-func exhaustionOf(at time.Time, window time.Duration, b Budget, burn1d *float64) Exhaustion {
-	e := Exhaustion{BurnRate1d: burn1d}
+// exhaustionOf projects when the budget runs out if the last day holds:
+// the window rolls forward minute by minute, its oldest minute of history
+// leaves it, and a minute at the last day's rates of events and bad events
+// enters. The budget is out at the first minute where bad >= budget x
+// total. After one window every minute of history has left and the window
+// burns at the 1d burn rate, so a budget that lasts a window lasts for ever
+// at these rates: "not at the current rate".
+//
+// The minutes that leave are m's per-minute events, scaled so that all of
+// them add up to the window's events e (which come from increase() over
+// the whole window, the per-minute counts only apportion them).
+func exhaustionOf(at time.Time, e Events, b Budget, day Events, budget float64, m *minutes) Exhaustion {
+	x := Exhaustion{BurnRate1d: burnRate(day, budget)}
 	switch {
 	case b.RemainingRatio == nil:
-		e.State = ExhaustionNoEvents
+		x.State = ExhaustionNoEvents
+		return x
 	case *b.RemainingRatio <= 0:
-		e.State = ExhaustionExhausted
-	case burn1d == nil || *burn1d <= 0:
-		e.State = ExhaustionNever
-	default:
-		d := time.Duration(*b.RemainingRatio * float64(window) / *burn1d)
-		e.State, e.At = ExhaustionProjected, ptr(at.Add(d).Truncate(time.Second))
+		x.State = ExhaustionExhausted
+		return x
 	}
-	return e
+	var sumBad, sumTotal float64
+	for i := range m.total {
+		sumBad += m.bad[i]
+		sumTotal += m.total[i]
+	}
+	scaleBad, scaleTotal := 0.0, 0.0
+	if sumBad > 0 {
+		scaleBad = e.Bad / sumBad
+	}
+	if sumTotal > 0 {
+		scaleTotal = e.Total / sumTotal
+	}
+	perMin := float64(minute) / float64(slo.Day)
+	badRate, totalRate := day.Bad*perMin, day.Total*perMin
+	bad, total := e.Bad, e.Total
+	for k := range m.total {
+		bad += badRate - m.bad[k]*scaleBad
+		total += totalRate - m.total[k]*scaleTotal
+		// 1e-9: the history's share is subtracted minute by minute, so
+		// a budget spent exactly must not read as a rounding error.
+		if total > 0 && bad >= budget*total*(1-1e-9) {
+			x.State, x.At = ExhaustionProjected, ptr(at.Add(time.Duration(k+1)*minute))
+			return x
+		}
+	}
+	x.State = ExhaustionNever
+	return x
 }
 
 // firing evaluates the rules' alert condition on the pairs: both windows

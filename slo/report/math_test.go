@@ -50,37 +50,71 @@ func deref(p *float64) any {
 	return *p
 }
 
-func TestBudgetAndExhaustion(t *testing.T) {
-	at := time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
+func TestBudget(t *testing.T) {
 	// 10,000 events at 99%: a budget of 100 events.
 	b := budgetOf(Events{Good: 9975, Bad: 25, Total: 10000}, 0.01)
 	if b.Total != 100 || b.Consumed != 25 || b.Remaining != 75 || *b.RemainingRatio != 0.75 {
 		t.Fatalf("budget %+v (remaining ratio %v), want 100, 25, 75, 0.75", b, *b.RemainingRatio)
 	}
+	if b := budgetOf(Events{}, 0.01); b.RemainingRatio != nil {
+		t.Errorf("no events: remaining ratio %v, want none", *b.RemainingRatio)
+	}
+}
+
+// TestExhaustion rolls a 10-minute window of 100 events a minute with a
+// budget of 2% (20 events) forward at the last day's rates.
+func TestExhaustion(t *testing.T) {
+	at := time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
+	const perDay = 24 * 60
+	history := func(bad ...float64) (*minutes, Events) {
+		m := &minutes{first: at.Add(-9 * time.Minute)}
+		var e Events
+		for _, b := range bad {
+			m.present, m.bad, m.total = append(m.present, true), append(m.bad, b), append(m.total, 100)
+			e.Bad += b
+			e.Total += 100
+		}
+		e.Good = e.Total - e.Bad
+		return m, e
+	}
+	day := func(badPerMinute float64) Events {
+		return Events{Good: (100 - badPerMinute) * perDay, Bad: badPerMinute * perDay, Total: 100 * perDay}
+	}
 	for _, c := range []struct {
-		name   string
-		b      Budget
-		burn   *float64
-		state  string
-		wantAt time.Time
+		name    string
+		history []float64
+		day     Events
+		state   string
+		after   time.Duration
 	}{
-		// 75% left at 1.5x: 0.75 x 30d / 1.5 = 15 days.
-		{"projected", b, ptr(1.5), ExhaustionProjected, at.Add(15 * slo.Day)},
-		{"a quiet last day", b, ptr(0.0), ExhaustionNever, time.Time{}},
-		{"no events in the last day", b, nil, ExhaustionNever, time.Time{}},
-		{"overspent", budgetOf(Events{Good: 9800, Bad: 200, Total: 10000}, 0.01), ptr(2.0), ExhaustionExhausted, time.Time{}},
-		{"exactly spent", budgetOf(Events{Good: 9900, Bad: 100, Total: 10000}, 0.01), ptr(2.0), ExhaustionExhausted, time.Time{}},
-		{"no events", budgetOf(Events{}, 0.01), nil, ExhaustionNoEvents, time.Time{}},
+		// 10 bad of 20: each minute 1 bad leaves and 3 enter (1.5x):
+		// 10 + 2k >= 20 at k = 5.
+		{"1.5x", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, day(3), ExhaustionProjected, 5 * time.Minute},
+		// At 0.75x the window converges to 15 bad of 20: never.
+		{"0.75x on a uniform history", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, day(1.5), ExhaustionNever, 0},
+		// Below 1x, but the clean minutes leave first: 15 + 1.9k >= 20
+		// at k = 3.
+		{"0.95x after a bad stretch", []float64{0, 0, 0, 0, 0, 3, 3, 3, 3, 3}, day(1.9), ExhaustionProjected, 3 * time.Minute},
+		{"a quiet last day", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, Events{}, ExhaustionNever, 0},
+		{"overspent", []float64{3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, day(0), ExhaustionExhausted, 0},
+		{"exactly spent", []float64{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, day(0), ExhaustionExhausted, 0},
+		// Exactly 1x: the window ends at exactly the budget, spent.
+		{"1x on a clean history", []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, day(2), ExhaustionProjected, 10 * time.Minute},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := exhaustionOf(at, 30*slo.Day, c.b, c.burn)
-			if e.State != c.state {
-				t.Fatalf("state %q, want %q", e.State, c.state)
+			m, e := history(c.history...)
+			x := exhaustionOf(at, e, budgetOf(e, 0.02), c.day, 0.02, m)
+			if x.State != c.state {
+				t.Fatalf("state %q, want %q", x.State, c.state)
 			}
-			if (e.At == nil) != c.wantAt.IsZero() || (e.At != nil && !e.At.Equal(c.wantAt)) {
-				t.Errorf("at %v, want %v", e.At, c.wantAt)
+			if want := at.Add(c.after); (x.At == nil) != (c.after == 0) || (x.At != nil && !x.At.Equal(want)) {
+				t.Errorf("at %v, want %v", x.At, want)
 			}
 		})
+	}
+	x := exhaustionOf(at, Events{}, budgetOf(Events{}, 0.02), Events{}, 0.02, &minutes{first: at})
+	if x.State != ExhaustionNoEvents || x.BurnRate1d != nil {
+		t.Errorf("no events: %+v", x)
 	}
 }
 
