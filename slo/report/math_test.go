@@ -197,7 +197,7 @@ func minutesOf(first time.Time, pic string) *minutes {
 
 func TestGaps(t *testing.T) {
 	t0 := time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC)
-	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	for _, c := range []struct {
 		pic  string
 		want []Period
