@@ -688,6 +688,84 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 		}
 	}
 
+	// A good-minutes SLI: a minute is bad when team-a's Deployment counter
+	// rose over the last minute, and counts while the counter has a sample
+	// within the 5m lookback. Its events are minutes, so the expectation
+	// is exact: Prometheus 3's left-open lookback (t-5m, t] at every minute
+	// of the window, computed here from the samples.
+	const minutesSLO = `service: backfill
+slos:
+  - name: minutes
+    objective: 0.99
+    period: 30d
+    sli:
+      goodMinutes:
+        badWhen: kube_convergence_rollout_threshold_exceeded_total{namespace="team-a", kind="Deployment", stage="available"} - kube_convergence_rollout_threshold_exceeded_total{namespace="team-a", kind="Deployment", stage="available"} offset 1m > 0
+        countWhen: kube_convergence_rollout_threshold_exceeded_total{namespace="team-a", kind="Deployment", stage="available"}
+`
+	minutesFile := filepath.Join(dir, "minutes.yaml")
+	if err := os.WriteFile(minutesFile, []byte(minutesSLO), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.CommandContext(ctx, exporter, "report", "--prometheus.url", prom.URL(), "-f", minutesFile, "--at", reportAt.Format(time.RFC3339), "--format", "json")
+	if out, err = cmd.Output(); err != nil {
+		t.Fatalf("report of a good-minutes SLO: %v", err)
+	}
+	var mr report.Report
+	if err := json.Unmarshal(out, &mr); err != nil {
+		t.Fatal(err)
+	}
+	var teamA *omSeries
+	for _, s := range exceeded {
+		if s.labels["namespace"] == "team-a" && s.labels["kind"] == "Deployment" && s.labels["stage"] == "available" {
+			teamA = s
+		}
+	}
+	at := map[int64]float64{}
+	for i, ts := range teamA.t {
+		at[ts] = teamA.v[i]
+	}
+	lookup := func(t time.Time) (float64, bool) {
+		for back := time.Duration(0); back < 5*time.Minute; back += time.Minute {
+			if v, ok := at[t.Add(-back).UnixMilli()]; ok {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	var wantBad, wantTotal float64
+	var wantGaps []report.Period
+	gapStart := time.Time{}
+	for t := windowStart.Add(time.Minute); !t.After(reportAt); t = t.Add(time.Minute) {
+		v, ok := lookup(t)
+		if ok {
+			wantTotal++
+			if prev, pok := lookup(t.Add(-time.Minute)); pok && v > prev {
+				wantBad++
+			}
+		}
+		switch {
+		case !ok && gapStart.IsZero():
+			gapStart = t
+		case ok && !gapStart.IsZero():
+			if d := t.Sub(gapStart); d >= 2*time.Minute {
+				wantGaps = append(wantGaps, report.Period{Start: gapStart.Add(-time.Minute), End: t.Add(-time.Minute)})
+			}
+			gapStart = time.Time{}
+		}
+	}
+	ms := mr.SLOs[0]
+	if ms.Events.Total != wantTotal || ms.Events.Bad != wantBad {
+		t.Errorf("good minutes: %v bad of %v counted, want %v of %v", ms.Events.Bad, ms.Events.Total, wantBad, wantTotal)
+	}
+	if len(ms.Gaps) != len(wantGaps) || len(wantGaps) != 1 || !ms.Gaps[0].Start.Equal(wantGaps[0].Start) || !ms.Gaps[0].End.Equal(wantGaps[0].End) {
+		t.Errorf("good minutes: gaps %+v, want %+v", ms.Gaps, wantGaps)
+	}
+	if len(ms.ZeroTraffic) != 0 {
+		t.Errorf("good minutes: zero traffic %+v, want none (a counted minute is an event)", ms.ZeroTraffic)
+	}
+	t.Logf("good minutes: %v bad of %v counted, gaps %+v", ms.Events.Bad, ms.Events.Total, ms.Gaps)
+
 	// Series that do not exist: no data, never 100%.
 	nd := r.SLOs[2]
 	if nd.Status != report.StatusNoData || nd.Attainment != nil || nd.Events.Total != 0 || nd.Exhaustion.State != report.ExhaustionNoEvents {
