@@ -40,7 +40,7 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 	file := cmd.Flag("file", "The SLO file (as for slo validate); --file=- reads standard input.").Short('f').Required().String()
 	window := cmd.Flag("window", "The report window, e.g. 7d; default: each SLO's period.").Default("").String()
 	at := cmd.Flag("at", "End of the window: RFC 3339 or Unix seconds; default: now.").Default("").String()
-	format := cmd.Flag("format", "Output format.").Default(report.FormatText).Enum(report.Formats()...)
+	format := cmd.Flag("format", "Output format: text, markdown, json (docs/report.schema.json) or html (one self-contained file).").Default(report.FormatText).Enum(report.Formats()...)
 	out := cmd.Flag("output", "Write the report to this file (through a temporary file renamed into place) instead of standard output.").Short('o').Default("").String()
 	httpConfig := cmd.Flag("http.config.file", "HTTP client configuration for the API, promtool's format: bearer token (file), basic auth, TLS CA, insecure_skip_verify, http_headers (e.g. Mimir's X-Scope-OrgID).").Default("").String()
 	timezone := cmd.Flag("timezone", "IANA time zone of the calendar months and the times shown.").Default("UTC").String()
