@@ -93,7 +93,10 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 		defer cancel()
-		r, err := report.Build(ctx, v1.NewAPI(client), f, report.Options{At: end, Window: w, Location: loc, Source: *promURL})
+		logf := func(format string, args ...any) {
+			fmt.Fprintf(stderr, "kube-convergence-exporter: report: "+format+"\n", args...)
+		}
+		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: *promURL})
 		if err != nil {
 			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
 			return true, reportError
