@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,17 +313,11 @@ const reportStrictSLO = `  - name: rollouts-strict
         match: {stage: available, change: template}
 `
 
-// The report issue's end-to-end acceptance: 35 days of history backfilled
-// with promtool into the TSDB of a real Prometheus, then `report` against
-// it, every number compared with increase() computed here from the
-// injected samples.
-func TestReportOnBackfilledHistory(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-
-	buckets, exceeded := rolloutHistory()
+// startBackfilledPrometheus writes the history as OpenMetrics, backfills
+// it with promtool into dir/prometheus and starts the real Prometheus on
+// it; the test's cleanup stops it.
+func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, buckets, exceeded []*omSeries) *sandbox.Prometheus {
+	t.Helper()
 	om := filepath.Join(dir, "history.om")
 	if err := writeOpenMetrics(om, buckets, exceeded); err != nil {
 		t.Fatal(err)
@@ -354,6 +349,21 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return prom
+}
+
+// The report issue's end-to-end acceptance: 35 days of history backfilled
+// with promtool into the TSDB of a real Prometheus, then `report` against
+// it, every number compared with increase() computed here from the
+// injected samples.
+func TestReportOnBackfilledHistory(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+
+	buckets, exceeded := rolloutHistory()
+	prom := startBackfilledPrometheus(ctx, t, dir, buckets, exceeded)
 
 	sloFile := filepath.Join(dir, "slos.yaml")
 	strictFile := filepath.Join(dir, "slos-strict.yaml")
@@ -574,32 +584,21 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 	// under a path prefix, the way Mimir's is reached.
 	const token, tenant = "t0ken", "tenant-1"
 	var gatewayRequests atomic.Int64
+	// A streaming httputil.ReverseProxy, as oauth2-proxy and
+	// prom-label-proxy are (TestReportThroughReverseProxy: why that
+	// matters).
+	promURL, err := url.Parse(prom.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := httputil.NewSingleHostReverseProxy(promURL)
 	gateway := httptest.NewServer(http.StripPrefix("/prometheus", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Header.Get("Authorization") != "Bearer "+token || req.Header.Get("X-Scope-OrgID") != tenant {
 			http.Error(w, "401 no tenant or token", http.StatusUnauthorized)
 			return
 		}
 		gatewayRequests.Add(1)
-		up, err := http.NewRequestWithContext(req.Context(), req.Method, prom.URL()+req.URL.Path+"?"+req.URL.RawQuery, req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		up.Header.Set("Content-Type", req.Header.Get("Content-Type"))
-		resp, err := http.DefaultClient.Do(up)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
+		upstream.ServeHTTP(w, req)
 	})))
 	defer gateway.Close()
 	tokenFile := filepath.Join(dir, "token")
@@ -627,7 +626,7 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 	cmd := exec.CommandContext(ctx, exporter, append([]string{"report"}, gatewayArgs("--format", "json", "--http.config.file", httpConfig)...)...)
 	var gwErr strings.Builder
 	cmd.Stderr = &gwErr
-	out, err = cmd.Output()
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("report through the gateway with --http.config.file: %v\n%s", err, gwErr.String())
 	}
