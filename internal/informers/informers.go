@@ -263,6 +263,7 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return c.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 			}},
+		WarningEvents: warningEvents(c),
 	}
 }
 
