@@ -94,4 +94,3 @@ func (c *Config) ChurnExcluded(resource string) bool {
 	}
 	return false
 }
-
