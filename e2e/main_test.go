@@ -65,6 +65,7 @@ func testMain(m *testing.M) int {
 	}
 	sb, err = sandbox.Start(ctx, sandbox.Options{
 		Stages:                 sandbox.StagesGeneral,
+		AuditLog:               true, // the retries test counts the pod creates a quota rejected
 		ControllerManagerFlags: []string{"--endpointslice-updates-batch-period=" + sliceBatchPeriod.String()},
 		Users:                  []string{readOnlyUser, noEndpointsUser},
 		ExtraStages:            []string{demo.StageRunningNotReady, demo.StageReadyToStartContainers},

@@ -514,7 +514,11 @@ func (f *watchFixture) sameView(ctx context.Context, in *inProcess, r informers.
 	if err != nil {
 		return false, err.Error()
 	}
-	list, err := f.md.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}).List(ctx, metav1.ListOptions{})
+	var opts metav1.ListOptions
+	if r == informers.WarningEvents {
+		opts.FieldSelector = informers.WarningSelector // the informer's own selector
+	}
+	list, err := f.md.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}).List(ctx, opts)
 	if err != nil {
 		return false, err.Error()
 	}
