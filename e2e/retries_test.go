@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -394,4 +395,22 @@ func TestRetriesGapsCountNothing(t *testing.T) {
 	}
 	setSeries(t, direct, ns, "a", 11)
 	waitCounted(e2, 1, "the restarted exporter counts the next live occurrence once")
+}
+
+// TestForbiddenEventsDisableRetriesAlone: without list/watch on Events the
+// retries collector is off (collector_up 0, named in /readyz) and every
+// other collector runs.
+func TestForbiddenEventsDisableRetriesAlone(t *testing.T) {
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(noEventsUser))
+	body := e.waitReady(60 * time.Second)
+	if !strings.Contains(body, "collector retries: disabled (forbidden by RBAC") {
+		t.Errorf("/readyz does not name the retries collector as forbidden:\n%s", body)
+	}
+	mfs := e.scrape()
+	for _, c := range []string{"rollouts", "pods", "endpoints", "resources", "retries"} {
+		want := map[bool]float64{true: 0, false: 1}[c == "retries"]
+		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != want {
+			t.Errorf("collector_up{%s} = %v (found %v), want %v", c, v, ok, want)
+		}
+	}
 }
