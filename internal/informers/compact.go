@@ -40,6 +40,7 @@ var keptAnnotations = map[string]bool{
 	"endpoints.kubernetes.io/last-change-trigger-time": true,
 	AnnotationReceived:                                 true,
 	AnnotationListed:                                   true,
+	AnnotationWriter:                                   true,
 }
 
 // Compact is the informers' transform: it extracts what the collectors need
