@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
 
@@ -92,14 +94,11 @@ func intervalBuckets(mfs map[string]*dto.MetricFamily, match map[string]string) 
 	return out
 }
 
-// TestRetriesQuotaFailedCreate: a ReplicaSet whose pods a ResourceQuota
-// forbids. The ReplicaSet controller retries with its per-item back-off
-// (5 ms doubling) and records FailedCreate with the legacy recorder; the
-// exporter's count must match the 403s in the API server's audit log within
-// ±1, while below the recorder's burst of 25, and its intervals must grow.
-func TestRetriesQuotaFailedCreate(t *testing.T) {
+// quotaNamespace creates namespace ns with a ResourceQuota of 0 pods and
+// waits until the quota controller has computed it.
+func quotaNamespace(t *testing.T, ns string) {
+	t.Helper()
 	ctx := context.Background()
-	ns := "retries-quota"
 	newNamespace(t, client, ns)
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-pods"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
@@ -117,21 +116,38 @@ func TestRetriesQuotaFailedCreate(t *testing.T) {
 		_, ok := q.Status.Hard[corev1.ResourcePods]
 		return ok, fmt.Sprint(q.Status)
 	})
-	exp := shared.forTest(t)
-	key := map[string]string{"controller": "replicaset-controller", "reason": "FailedCreate", "kind": "ReplicaSet"}
-	ikey := map[string]string{"controller": "replicaset-controller", "kind": "ReplicaSet"}
-	mfs := exp.scrape()
-	before, _ := value(mfs, retriesTotal, key)
-	bucketsBefore := intervalBuckets(mfs, ikey)
+}
 
+// blockedReplicaSet creates the ReplicaSet "blocked" of one replica in ns,
+// whose pod the quota forbids.
+func blockedReplicaSet(t *testing.T, ns string) {
+	t.Helper()
 	labels := map[string]string{"app": "quota"}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocked"},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}}}
-	if _, err := client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+	if _, err := client.AppsV1().ReplicaSets(ns).Create(context.Background(), rs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRetriesQuotaFailedCreate: a ReplicaSet whose pods a ResourceQuota
+// forbids. The ReplicaSet controller retries with its per-item back-off
+// (5 ms doubling) and records FailedCreate with the legacy recorder; the
+// exporter's count must match the 403s in the API server's audit log within
+// ±1, while below the recorder's burst of 25, and its intervals must grow.
+func TestRetriesQuotaFailedCreate(t *testing.T) {
+	ctx := context.Background()
+	ns := "retries-quota"
+	exp := shared.forTest(t)
+	key := map[string]string{"controller": "replicaset-controller", "reason": "FailedCreate", "kind": "ReplicaSet"}
+	ikey := map[string]string{"controller": "replicaset-controller", "kind": "ReplicaSet"}
+	quotaNamespace(t, ns)
+	mfs := exp.scrape()
+	before, _ := value(mfs, retriesTotal, key)
+	bucketsBefore := intervalBuckets(mfs, ikey)
+	blockedReplicaSet(t, ns)
 	created := time.Now()
 	// 13 attempts take about 20 s of back-off (5 ms doubling: the 13th
 	// comes about 10 s after the 12th), well below the legacy recorder's
@@ -412,5 +428,40 @@ func TestForbiddenEventsDisableRetriesAlone(t *testing.T) {
 		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != want {
 			t.Errorf("collector_up{%s} = %v (found %v), want %v", c, v, ok, want)
 		}
+	}
+}
+
+// TestControllerRulesOnKCM: a real Prometheus scrapes the sandbox's
+// kube-controller-manager with the bundled rules; during a quota-blocked
+// ReplicaSet every workqueue record returns a result for it, and the
+// replicaset queue retries (its retries per add is above 0). The reconcile
+// error ratio is controller-runtime's (KCM has no reconcile counters); it is
+// tested by promtool (rules/tests/controllers.test.yml).
+func TestControllerRulesOnKCM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	prom := startRulesPrometheus(ctx, t, shared.forTest(t), "")
+	if _, err := prom.WaitFor(ctx, `up{job="kube-controller-manager"} == 1`, func(v model.Vector) bool { return len(v) == 1 }, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ns := "retries-rules"
+	quotaNamespace(t, ns)
+	blockedReplicaSet(t, ns)
+	for _, q := range []string{
+		`job_name:workqueue_retries_per_add:ratio_rate5m{job="kube-controller-manager", name="replicaset"} > 0`,
+		`job_name:workqueue_queue_duration_seconds:p99_rate5m{job="kube-controller-manager", name="replicaset"}`,
+		`job_name:workqueue_unfinished_work_seconds:max{job="kube-controller-manager", name="replicaset"}`,
+		`job_name:workqueue_longest_running_processor_seconds:max{job="kube-controller-manager", name="replicaset"}`,
+	} {
+		v, err := prom.WaitFor(ctx, q, func(v model.Vector) bool { return len(v) > 0 }, 60*time.Second)
+		if err != nil {
+			t.Errorf("%s: %v", q, err)
+			continue
+		}
+		t.Logf("%s = %v", q, v[0].Value)
+	}
+	n, err := prom.RuleEvaluationFailures(ctx)
+	if err != nil || n != 0 {
+		t.Errorf("rule evaluation failures %v (err %v), want 0", n, err)
 	}
 }

@@ -169,13 +169,40 @@ func (c *Collector) hook(kind string) informers.Hook {
 		if !ownership {
 			return
 		}
+		uid, fp := string(m.GetUID()), fingerprint(m)
+		c.mu.Lock()
+		same := c.tr.Unchanged(uid, fp)
+		c.mu.Unlock()
+		if same {
+			return
+		}
 		entries, bad := managedEntries(m)
 		at, listed := informers.ReceivedOr(m, c.now)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.decodeErrors += uint64(bad)
-		c.tr.Ownership(string(m.GetUID()), kind, entries, at, listed)
+		c.tr.Ownership(uid, kind, fp, entries, at, listed)
 	}
+}
+
+// fingerprint hashes who owns what in m's managedFields (manager,
+// operation, subresource and the fieldsV1 bytes), leaving out the times: a
+// write that only moves a time moves no ownership.
+func fingerprint(m metav1.Object) uint64 {
+	h := fnv.New64a()
+	for _, e := range m.GetManagedFields() {
+		_, _ = h.Write([]byte(e.Manager))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(e.Operation))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(e.Subresource))
+		_, _ = h.Write([]byte{0})
+		if e.FieldsV1 != nil {
+			_, _ = h.Write(e.FieldsV1.Raw)
+		}
+		_, _ = h.Write([]byte{1})
+	}
+	return h.Sum64()
 }
 
 // managedEntries decodes the leaf paths each manager owns, as 64-bit

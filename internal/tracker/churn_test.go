@@ -137,7 +137,7 @@ func TestOwnershipFlaps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tr := churnTracker()
 			for i, w := range c.writes {
-				if got := tr.Ownership("uid-1", "Deployment", w.entries, r0.Add(w.at), w.listed); got != w.flaps {
+				if got := tr.Ownership("uid-1", "Deployment", uint64(i), w.entries, r0.Add(w.at), w.listed); got != w.flaps {
 					t.Errorf("write %d (+%v): %d flaps, want %d", i, w.at, got, w.flaps)
 				}
 			}
@@ -157,9 +157,9 @@ func TestOwnershipFlaps(t *testing.T) {
 func TestFlapPairsCapped(t *testing.T) {
 	tr := churnTracker() // MaxPairs 2
 	fight := func(uid, a, b string) {
-		tr.Ownership(uid, "Deployment", owned(a, []uint64{replicas}), r0, false)
-		tr.Ownership(uid, "Deployment", owned(b, []uint64{replicas}), r0.Add(time.Second), false)
-		tr.Ownership(uid, "Deployment", owned(a, []uint64{replicas}), r0.Add(2*time.Second), false)
+		tr.Ownership(uid, "Deployment", 1, owned(a, []uint64{replicas}), r0, false)
+		tr.Ownership(uid, "Deployment", 2, owned(b, []uint64{replicas}), r0.Add(time.Second), false)
+		tr.Ownership(uid, "Deployment", 3, owned(a, []uint64{replicas}), r0.Add(2*time.Second), false)
 	}
 	fight("1", "b", "a")
 	fight("2", "c", "d")
@@ -174,6 +174,9 @@ func TestFlapPairsCapped(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("flaps %v, want %v", got, want)
 		}
+	}
+	if !tr.Unchanged("2", 3) || tr.Unchanged("2", 2) || tr.Unchanged("9", 0) {
+		t.Error("Unchanged: want true only for the fingerprint last read of a known object")
 	}
 	tr.ForgetOwnership("1")
 	if objs, _ := tr.OwnershipTracked(); objs != 3 {
