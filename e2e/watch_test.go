@@ -55,7 +55,12 @@ import (
 // resource. A "tiny" cache is not possible on kube-apiserver 1.37: its
 // --help says every non-zero --watch-cache-sizes value is equivalent, and the
 // cache grows to keep 75 s of events.
-var uncached = map[informers.Resource]bool{informers.Deployments: true, informers.Services: true, informers.Pods: true}
+//
+// Events have no watch cache on any kube-apiserver unless configured:
+// DefaultWatchCacheSizes sets events and events.k8s.io events to 0
+// (kubernetes pkg/kubeapiserver/default_storage_factory_builder.go), so
+// the Warning Events informer behaves like the uncached resources.
+var uncached = map[informers.Resource]bool{informers.Deployments: true, informers.Services: true, informers.Pods: true, informers.WarningEvents: true}
 
 // The fault stays well inside client-go's watch retry budget, so that it
 // ends exactly one stream per resource: a watch request that fails with a
