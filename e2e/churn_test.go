@@ -10,7 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
 )
@@ -160,4 +163,50 @@ func testOwnershipFlaps(t *testing.T, e *exporterProc) {
 	if updates < float64(2*len(order)) {
 		t.Errorf("object_updates_total{Deployment,%s,generation_changed=true} = %v, want at least %d (every apply changed spec.replicas)", ns, updates, 2*len(order))
 	}
+}
+
+// TestChurnCustomResourceFlaps: field ownership of a custom resource
+// configured under resources: is tracked through the resources collector's
+// informer (the churn hook runs before its transform): two appliers taking
+// spec.size in turn give flaps of kind Knob.e2e.kce.io.
+func TestChurnCustomResourceFlaps(t *testing.T) {
+	ctx := context.Background()
+	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
+	t.Cleanup(func() {
+		_ = dyn.Resource(crdGVR).Delete(context.Background(), "knobs."+resGroup, metav1.DeleteOptions{})
+	})
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Knob", "knobs", "Namespaced", true, "v1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "resources:\n  - group: "+resGroup+"\n    resource: knobs\n")
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg)
+	e.waitReady(60 * time.Second)
+	eventually(t, 20*time.Second, "knobs tracked", func() (bool, string) {
+		v, _ := value(e.scrape(), "kube_convergence_resource_state", map[string]string{"resource": "knobs." + resGroup, "state": "tracking"})
+		return v == 1, fmt.Sprint(v)
+	})
+	knobs := dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "knobs"}).Namespace("default")
+	apply := func(manager string, size int64) {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": resGroup + "/v1", "kind": "Knob",
+			"metadata": map[string]any{"name": "turned"},
+			"spec":     map[string]any{"size": size},
+		}}
+		if _, err := knobs.Apply(ctx, "turned", obj, metav1.ApplyOptions{FieldManager: manager, Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = knobs.Delete(context.Background(), "turned", metav1.DeleteOptions{}) })
+	order := []string{"kce-knob-a", "kce-knob-b", "kce-knob-a", "kce-knob-b", "kce-knob-a"}
+	for i, m := range order {
+		apply(m, int64(1+i))
+	}
+	// The first apply creates (a baseline), a→b is a move, then each
+	// return is a flap: b→a, a→b, b→a.
+	pair := map[string]string{"kind": "Knob." + resGroup, "manager_a": "kce-knob-a", "manager_b": "kce-knob-b"}
+	want := float64(len(order) - 2)
+	eventually(t, 10*time.Second, "custom resource flaps counted", func() (bool, string) {
+		v, _ := value(e.scrape(), flapsTotal, pair)
+		return v == want, fmt.Sprint(v)
+	})
 }

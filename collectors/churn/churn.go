@@ -67,7 +67,7 @@ var (
 	flapsDesc = prometheus.NewDesc("kube_convergence_field_ownership_flaps_total",
 		"Writes that moved the sole ownership of a field path (managedFields, decoded with structured-merge-diff's fieldpath) back to the manager it had moved away from within churn.flapWindow (default 10m): "+
 			"two writers fighting over a field. One per write and manager pair; manager_a is the lexicographically smaller; pairs beyond churn.maxPairs fold into other/other. "+
-			"Deployments, StatefulSets and DaemonSets only. Apply conflicts without force (409) and webhook mutations (owned by the requester) are invisible here.",
+			"Deployments, StatefulSets, DaemonSets and the custom resources configured under resources: (kind Kind.group). Apply conflicts without force (409) and webhook mutations (owned by the requester) are invisible here.",
 		[]string{"kind", "manager_a", "manager_b"}, nil)
 	decodeErrorsDesc = prometheus.NewDesc("kube_convergence_field_ownership_decode_errors_total",
 		"managedFields entries whose fieldsV1 could not be decoded; their fields are left out of ownership.", nil, nil)
@@ -136,6 +136,14 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 
 // Start implements collectors.Collector.
 func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+	// Configured custom resources: ownership only, through the informers
+	// the resources collector runs (their writes are not counted: those
+	// informers come and go with their CRDs).
+	if c.cfg.Enabled(config.Resources) {
+		for _, r := range c.cfg.Resources {
+			f.BeforeCompact(informers.Resource{Group: r.Group, Resource: r.Resource}, c.customHook(r.Group))
+		}
+	}
 	for _, r := range c.resources {
 		kind := kinds[r]
 		f.BeforeCompact(r, c.hook(kind))
@@ -156,7 +164,22 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 // hook reads an object before it is compacted: it records the writer in an
 // annotation the cache keeps, and the field ownership of workloads.
 func (c *Collector) hook(kind string) informers.Hook {
-	ownership := ownershipKinds[kind]
+	return c.hookOf(kind, ownershipKinds[kind])
+}
+
+// customHook is the hook of a configured custom resource of group: its
+// ownership is tracked, its kind label is Kind.group (read from the object).
+func (c *Collector) customHook(group string) informers.Hook {
+	return func(m metav1.Object) {
+		k, ok := m.(interface{ GetKind() string })
+		if !ok || k.GetKind() == "" {
+			return
+		}
+		c.hookOf(k.GetKind()+"."+group, true)(m)
+	}
+}
+
+func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 	return func(m metav1.Object) {
 		if w := informers.NewestManager(m); w != "" {
 			a := m.GetAnnotations()
@@ -169,15 +192,18 @@ func (c *Collector) hook(kind string) informers.Hook {
 		if !ownership {
 			return
 		}
+		if len(m.GetManagedFields()) == 0 {
+			return // nothing to read (a compacted copy, or a server without managedFields)
+		}
 		uid, fp := string(m.GetUID()), fingerprint(m)
+		at, listed := informers.ReceivedOr(m, c.now)
 		c.mu.Lock()
-		same := c.tr.Unchanged(uid, fp)
+		same := c.tr.Unchanged(uid, fp, at)
 		c.mu.Unlock()
 		if same {
 			return
 		}
 		entries, bad := managedEntries(m)
-		at, listed := informers.ReceivedOr(m, c.now)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.decodeErrors += uint64(bad)
@@ -296,6 +322,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.hotCap.Retain(alive)
+	c.tr.PruneOwnership(c.now())
 	for k, n := range c.tr.Flaps() {
 		emit(ch, flapsDesc, prometheus.CounterValue, float64(n), k.Kind, k.A, k.B)
 	}

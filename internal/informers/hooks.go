@@ -26,19 +26,26 @@ type hooks struct {
 // received before is not seen again: callers treat the first object of a
 // UID they see as a baseline). The churn collector reads field managers
 // this way without keeping managedFields in the cache.
+//
+// Hooks are per group and resource, whatever the version: a custom
+// resource's informer (Dynamic) is created for the version its CRD prefers,
+// which the caller of BeforeCompact may not know.
 func (f *Factory) BeforeCompact(r Resource, h Hook) {
 	f.hooks.mu.Lock()
 	defer f.hooks.mu.Unlock()
 	if f.hooks.by == nil {
 		f.hooks.by = map[Resource][]Hook{}
 	}
-	f.hooks.by[r] = append(f.hooks.by[r], h)
+	f.hooks.by[unversioned(r)] = append(f.hooks.by[unversioned(r)], h)
 }
+
+func unversioned(r Resource) Resource { return Resource{Group: r.Group, Resource: r.Resource} }
 
 // hooked returns transform preceded by r's hooks. An object already
 // compacted (the second pass of a WatchList stream's objects, see Compact)
 // is not shown to the hooks again.
 func (f *Factory) hooked(r Resource, transform cache.TransformFunc) cache.TransformFunc {
+	r = unversioned(r)
 	return func(obj any) (any, error) {
 		f.hooks.mu.RLock()
 		hs := f.hooks.by[r]

@@ -74,6 +74,7 @@ type pathOwner struct {
 type ownership struct {
 	kind        string
 	fingerprint uint64 // of the managedFields last read, see Unchanged
+	seen        int64  // last receipt (Unix ns), see PruneOwnership
 	paths       map[uint64]pathOwner
 }
 
@@ -231,6 +232,7 @@ func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries [
 		listed = true
 	}
 	st.fingerprint = fingerprint
+	st.seen = max(st.seen, at.UnixNano())
 	now := at.UnixNano()
 	var counted [][2]int32
 	for p, owner := range cur {
@@ -284,9 +286,29 @@ func (t *ChurnTracker) flap(kind, a, b string) {
 // (about 140 µs and 700 allocations for a Deployment,
 // BenchmarkOwnershipUpdate) can be skipped. Most writes are status writes by
 // the same controller, which leave the field sets as they were.
-func (t *ChurnTracker) Unchanged(uid string, fingerprint uint64) bool {
+// It records the receipt at `at` either way.
+func (t *ChurnTracker) Unchanged(uid string, fingerprint uint64, at time.Time) bool {
 	st := t.owners[uid]
-	return st != nil && st.fingerprint == fingerprint
+	if st == nil {
+		return false
+	}
+	st.seen = max(st.seen, at.UnixNano())
+	return st.fingerprint == fingerprint
+}
+
+// PruneOwnership forgets objects not received for two flap windows: a flap
+// needs two moves within one window, so such an object's next write can
+// only start a new fight, and its state is only a baseline, which its next
+// write sets again (a fight resumed after the pause is counted one move
+// later). It bounds the memory of objects whose deletion the tracker never
+// hears of (custom resources, whose informers belong to another collector).
+func (t *ChurnTracker) PruneOwnership(now time.Time) {
+	limit := now.UnixNano() - 2*int64(t.cfg.FlapWindow)
+	for uid, st := range t.owners {
+		if st.seen < limit {
+			delete(t.owners, uid)
+		}
+	}
 }
 
 // ForgetOwnership drops the ownership of a deleted object.

@@ -175,11 +175,21 @@ func TestFlapPairsCapped(t *testing.T) {
 			t.Errorf("flaps %v, want %v", got, want)
 		}
 	}
-	if !tr.Unchanged("2", 3) || tr.Unchanged("2", 2) || tr.Unchanged("9", 0) {
+	if !tr.Unchanged("2", 3, r0.Add(5*time.Minute)) || tr.Unchanged("2", 2, r0) || tr.Unchanged("9", 0, r0) {
 		t.Error("Unchanged: want true only for the fingerprint last read of a known object")
 	}
 	tr.ForgetOwnership("1")
 	if objs, _ := tr.OwnershipTracked(); objs != 3 {
 		t.Errorf("objects tracked %d after forgetting one of 4", objs)
+	}
+	// Objects 3 and 4 were last received at +2s, object 2 at +5m: 20
+	// minutes (two flap windows) after +2s only object 2 is kept.
+	tr.PruneOwnership(r0.Add(20*time.Minute + 2*time.Second))
+	if objs, _ := tr.OwnershipTracked(); objs != 3 {
+		t.Errorf("objects tracked %d at exactly two flap windows, want 3", objs)
+	}
+	tr.PruneOwnership(r0.Add(20*time.Minute + 3*time.Second))
+	if objs, _ := tr.OwnershipTracked(); objs != 1 || tr.owners["2"] == nil {
+		t.Errorf("objects tracked %d after pruning, want object 2 only", objs)
 	}
 }
