@@ -300,7 +300,9 @@ func setSeries(t *testing.T, c kubernetes.Interface, ns, name string, count int3
 
 // TestRetriesGapsCountNothing: occurrences written while the exporter was
 // cut off, a relist after an API server restart, and a restarted exporter
-// count nothing; live occurrences after each count exactly.
+// count nothing; live occurrences after each count exactly. The churn
+// collector's updates likewise: Service writes of the gap come back by a
+// relist and are not counted.
 func TestRetriesGapsCountNothing(t *testing.T) {
 	s := watchSandbox(t)
 	ctx := context.Background()
@@ -326,35 +328,63 @@ func TestRetriesGapsCountNothing(t *testing.T) {
 			return v == want, fmt.Sprint(v)
 		})
 	}
-	tracked := func() float64 {
-		v, _ := value(e.scrape(), "kube_convergence_controller_retry_events_tracked", nil)
-		return v
-	}
-
 	if _, err := direct.EventsV1().Events(ns).Create(ctx, gapEvent(ns, "a", controller, 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitCounted(e, 1, "the live occurrence counted")
 
+	// The churn collector's updates, on a Service (uncached in this
+	// sandbox: it relists after the compaction below).
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lb"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := direct.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeStatus := func(ip string) {
+		t.Helper()
+		s, err := direct.CoreV1().Services(ns).Get(ctx, "lb", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		if _, err := direct.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serviceUpdates := func() float64 {
+		v, _ := value(e.scrape(), objectWrites, map[string]string{"kind": "Service", "namespace": ns})
+		return v
+	}
+	writeStatus("192.0.2.1")
+	eventually(t, 15*time.Second, "a live Service update counted", func() (bool, string) {
+		v := serviceUpdates()
+		return v == 1, fmt.Sprint(v)
+	})
+
 	// 1. A cut of a few seconds with an etcd compaction, as in the watch
 	// tests (seen: the Events watch gets 410 and relists, reason expired).
 	mfs := e.scrape()
 	relists, _ := value(mfs, "kube_convergence_watch_relists_total", map[string]string{"resource": events["resource"], "reason": "expired"})
-	trackedBefore := tracked()
+	serviceRelists, _ := value(mfs, "kube_convergence_watch_relists_total", map[string]string{"resource": "services", "reason": "expired"})
 	proxy.Cut()
 	cutAt := time.Now()
 	setSeries(t, direct, ns, "a", 5)
 	if _, err := direct.EventsV1().Events(ns).Create(ctx, gapEvent(ns, "b", controller, 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	for _, ip := range []string{"192.0.2.2", "192.0.2.3", "192.0.2.4"} {
+		writeStatus(ip)
+	}
 	time.Sleep(2*time.Second - time.Since(cutAt)) // the writes must be older than the second the watch resumes
 	if _, err := s.CompactEtcd(ctx); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Restore()
+	// b, created in the gap, shows as a second failing object once the
+	// exporter has read the gap (from b's own last-occurrence time).
 	eventually(t, 30*time.Second, "the gap's Event seen", func() (bool, string) {
-		n := tracked()
-		return n == trackedBefore+1, fmt.Sprint(n)
+		v, _ := value(e.scrape(), failingObjects, key)
+		return v == 2, fmt.Sprint(v)
 	})
 	mfs = e.scrape()
 	r, _ := value(mfs, "kube_convergence_watch_relists_total", map[string]string{"resource": events["resource"], "reason": "expired"})
@@ -364,13 +394,26 @@ func TestRetriesGapsCountNothing(t *testing.T) {
 	}
 	setSeries(t, direct, ns, "a", 6)
 	waitCounted(e, 2, "a live occurrence after the cut counted once")
+	eventually(t, 30*time.Second, "Services relisted", func() (bool, string) {
+		v, _ := value(e.scrape(), "kube_convergence_watch_relists_total", map[string]string{"resource": "services", "reason": "expired"})
+		return v > serviceRelists, fmt.Sprint(v)
+	})
+	if v := serviceUpdates(); v != 1 {
+		t.Errorf("after the relist: Service updates %v, want 1 (the gap's 3 writes are not counted)", v)
+	}
+	writeStatus("192.0.2.5")
+	eventually(t, 15*time.Second, "a live Service update after the relist counted once", func() (bool, string) {
+		v := serviceUpdates()
+		return v == 2, fmt.Sprint(v)
+	})
 
 	// 2. An API server restart, with a write made while the exporter was
 	// cut off from it (seen: the Events watch resumes and the new server
 	// replays the write as an ordinary event, which the list/watch layer
-	// marks as replayed). Whether it relists or resumes, a live Event
-	// created after the restore comes after the gap's write in the stream:
-	// once it is counted, the gap's write has been judged.
+	// marks as replayed). Whether it relists or resumes, writes made before
+	// the watch is back are the gap's: a probe Event is created every 2 s
+	// until one is counted live; then the count is 2 + that probe, and a's
+	// 3 occurrences of the gap are not in it.
 	relistCount := func() string {
 		mfs := e.scrape()
 		var out string
@@ -387,10 +430,25 @@ func TestRetriesGapsCountNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Restore()
-	if _, err := direct.EventsV1().Events(ns).Create(ctx, gapEvent(ns, "c", controller, 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	probes := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for counted(e) == 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no probe Event counted within 60 s of the restart (%d created)", probes)
+		}
+		probes++
+		if _, err := direct.EventsV1().Events(ns).Create(ctx, gapEvent(ns, fmt.Sprint("probe-", probes), controller, 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		until := time.Now().Add(2 * time.Second)
+		for counted(e) == 2 && time.Now().Before(until) {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	waitCounted(e, 3, "after the restart, only the live Event c counted (not a's 3 occurrences of the gap)")
+	if v := counted(e); v != 3 {
+		t.Errorf("after the restart: counted %v, want 3 (the first probe counted live; a's 3 occurrences of the gap not)", v)
+	}
+	t.Logf("after the restart: probe %d was the first counted live (earlier ones were written before the watch was back)", probes)
 	t.Logf("events relists before the restart %s, after %s", before2, relistCount())
 	setSeries(t, direct, ns, "a", 10)
 	waitCounted(e, 4, "a live occurrence after the restart counted once")
@@ -405,9 +463,10 @@ func TestRetriesGapsCountNothing(t *testing.T) {
 		t.Errorf("restarted exporter counted %v old occurrences, want 0", v)
 	}
 	// Its failing objects come from the Events' own last-occurrence times:
-	// a, b and c regard three pods, all within the failing window.
-	if v, _ := value(e2.scrape(), failingObjects, key); v != 3 {
-		t.Errorf("restarted exporter: failing_objects %v, want 3", v)
+	// a, b and the probes regard 2 + probes pods, all within the failing
+	// window.
+	if v, _ := value(e2.scrape(), failingObjects, key); v != float64(2+probes) {
+		t.Errorf("restarted exporter: failing_objects %v, want %d", v, 2+probes)
 	}
 	setSeries(t, direct, ns, "a", 11)
 	waitCounted(e2, 1, "the restarted exporter counts the next live occurrence once")
