@@ -3,10 +3,14 @@ package churn
 import (
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -87,3 +91,82 @@ func TestHookStampsTheWriter(t *testing.T) {
 func configDefault() *config.Config { return config.Default() }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// The update handler: live updates count (generation_changed from the
+// generation), a relist's (listed stamp) and a same-resourceVersion update
+// do not; hot objects above hotWrites show their writer; a deleted
+// namespace takes its series.
+func TestUpdatesAndHotObjects(t *testing.T) {
+	cfg := config.Default()
+	cfg.Churn.HotWrites = 2
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := New(cfg, []informers.Resource{informers.Deployments, informers.Namespaces}, discard(), func() time.Time { return now })
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	dep := func(rv string, gen int64, listed bool) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: rv, Generation: gen,
+			Annotations: map[string]string{informers.AnnotationWriter: "my-operator"}}}
+		informers.Stamp(d, now, listed)
+		return d
+	}
+	c.onUpdate("Deployment", dep("1", 1, false), dep("2", 1, false))
+	c.onUpdate("Deployment", dep("2", 1, false), dep("3", 2, false))
+	c.onUpdate("Deployment", dep("3", 2, false), dep("4", 2, false))
+	c.onUpdate("Deployment", dep("4", 2, false), dep("9", 3, true))  // a relist after a gap
+	c.onUpdate("Deployment", dep("9", 3, false), dep("9", 3, false)) // nothing new
+	// Three live writes by my-operator, above hotWrites 2.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kube_convergence_hot_object_writes `+helpOf(t, reg, "kube_convergence_hot_object_writes")+`
+# TYPE kube_convergence_hot_object_writes gauge
+kube_convergence_hot_object_writes{kind="Deployment",manager="my-operator",name="web",namespace="ns"} 3
+`), "kube_convergence_hot_object_writes"); err != nil {
+		t.Error(err)
+	}
+	updates := func() map[string]float64 {
+		out := map[string]float64{}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "kube_convergence_object_updates_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				key := ""
+				for _, l := range m.GetLabel() {
+					key += l.GetValue() + "/"
+				}
+				out[key] = m.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	if got := updates(); got["false/Deployment/ns/"] != 2 || got["true/Deployment/ns/"] != 1 || len(got) != 2 {
+		t.Errorf("updates %v, want 2 without and 1 with a generation change", got)
+	}
+	c.onDelete("Namespace", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
+	if got := updates(); len(got) != 0 {
+		t.Errorf("after the namespace deletion: %v", got)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", err, problems)
+	}
+}
+
+func helpOf(t *testing.T, reg *prometheus.Registry, name string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetHelp()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return ""
+}
