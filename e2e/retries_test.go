@@ -524,3 +524,49 @@ func TestControllerRulesOnKCM(t *testing.T) {
 		t.Errorf("rule evaluation failures %v (err %v), want 0", n, err)
 	}
 }
+
+// TestRetriesHostileEvents: Events any client can write: one regarding a
+// kind nobody serves, one without regarding, one with a 1 KB note of
+// label-like text. Each is counted under its kind (none without one); notes
+// never become labels; the exporter keeps serving.
+func TestRetriesHostileEvents(t *testing.T) {
+	ctx := context.Background()
+	exp := shared.forTest(t)
+	ns := "retries-hostile"
+	newNamespace(t, client, ns)
+	const controller = "kce.test/hostile"
+	invented := gapEvent(ns, "invented", controller, 1)
+	invented.Regarding = corev1.ObjectReference{APIVersion: "evil.example.com/v1", Kind: "Frobnicator", Namespace: ns, Name: "x"}
+	invented.Note = strings.Repeat(`kind="Pod",reason="x"} 1e9 `, 40)[:1000]
+	// An Event without regarding must live in the default namespace (API
+	// validation: the regarding namespace must match the Event's, empty
+	// only in default).
+	bare := gapEvent(metav1.NamespaceDefault, "kce-retries-bare", controller, 1)
+	bare.Regarding = corev1.ObjectReference{}
+	t.Cleanup(func() {
+		_ = client.EventsV1().Events(metav1.NamespaceDefault).Delete(context.Background(), bare.Name, metav1.DeleteOptions{})
+	})
+	before := map[string]float64{}
+	mfs := exp.scrape()
+	for _, kind := range []string{"Frobnicator.evil.example.com", "none"} {
+		before[kind], _ = value(mfs, retriesTotal, map[string]string{"controller": controller, "reason": "BackOff", "kind": kind})
+	}
+	for _, e := range []*eventsv1.Event{invented, bare} {
+		if _, err := client.EventsV1().Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", e.Name, err)
+		}
+	}
+	for kind, before := range before {
+		eventually(t, 15*time.Second, "counted under kind "+kind, func() (bool, string) {
+			v, _ := value(exp.scrape(), retriesTotal, map[string]string{"controller": controller, "reason": "BackOff", "kind": kind})
+			return v-before == 1, fmt.Sprint(v - before)
+		})
+	}
+	for _, m := range exp.scrape()[retriesTotal].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if strings.Contains(l.GetValue(), "1e9") {
+				t.Errorf("a note became a label: %v", m)
+			}
+		}
+	}
+}
