@@ -8,7 +8,6 @@
 package churn
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -223,9 +222,7 @@ func fingerprint(m metav1.Object) uint64 {
 		_, _ = h.Write([]byte{0})
 		_, _ = h.Write([]byte(e.Subresource))
 		_, _ = h.Write([]byte{0})
-		if e.FieldsV1 != nil {
-			_, _ = h.Write(e.FieldsV1.Raw)
-		}
+		_, _ = h.Write(e.FieldsV1.GetRawBytes())
 		_, _ = h.Write([]byte{1})
 	}
 	return h.Sum64()
@@ -240,7 +237,7 @@ func managedEntries(m metav1.Object) (out []tracker.ManagedEntry, bad int) {
 			continue
 		}
 		var s fieldpath.Set
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			bad++
 			continue
 		}

@@ -31,12 +31,12 @@ func deployment() *appsv1.Deployment {
 	t2 := metav1.NewTime(t1.Add(time.Second))
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
 		{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, Time: &t1,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:selector":{},"f:template":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:name":{}}}}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:selector":{},"f:template":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:name":{}}}}}}}`)},
 		{Manager: "apply-b", Operation: metav1.ManagedFieldsOperationApply, Time: &t2,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)},
 		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &t1,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:replicas":{}}}`)}},
-		{Manager: "broken", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:replicas":{}}}`)},
+		{Manager: "broken", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:spec":`)},
 	}}}
 }
 
