@@ -50,6 +50,7 @@ func All() []Dashboard {
 		{UID: "kce-pods-endpoints", Title: "Kubernetes convergence / Pods and endpoints", build: podsAndEndpoints},
 		{UID: "kce-watch", Title: "Kubernetes convergence / Watch health", build: watchHealth},
 		{UID: "kce-exporter", Title: "Kubernetes convergence / Exporter", build: exporterHealth},
+		{UID: "kce-controllers", Title: "Kubernetes convergence / Controllers", build: controllers},
 	}
 }
 

@@ -32,7 +32,7 @@ import (
 // grantRBAC gives readOnlyUser what the exporter needs (the resources of
 // every collector), and noEndpointsUser the same without endpointslices.
 func grantRBAC(ctx context.Context) error {
-	for user, skip := range map[string]string{readOnlyUser: "", noEndpointsUser: "endpointslices"} {
+	for user, skip := range map[string]string{readOnlyUser: "", noEndpointsUser: "endpointslices", noEventsUser: "events"} {
 		var rules []rbacv1.PolicyRule
 		for _, r := range all.Resources() {
 			if r.Resource == skip {

@@ -38,6 +38,7 @@ const (
 	stallThreshold   = 15 * time.Second
 	readOnlyUser     = "viewer"    // may list/watch everything the exporter reads
 	noEndpointsUser  = "no-slices" // may not list endpointslices
+	noEventsUser     = "no-events" // may not list events
 )
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
@@ -65,8 +66,9 @@ func testMain(m *testing.M) int {
 	}
 	sb, err = sandbox.Start(ctx, sandbox.Options{
 		Stages:                 sandbox.StagesGeneral,
+		AuditLog:               true, // the retries test counts the pod creates a quota rejected
 		ControllerManagerFlags: []string{"--endpointslice-updates-batch-period=" + sliceBatchPeriod.String()},
-		Users:                  []string{readOnlyUser, noEndpointsUser},
+		Users:                  []string{readOnlyUser, noEndpointsUser, noEventsUser},
 		ExtraStages:            []string{demo.StageRunningNotReady, demo.StageReadyToStartContainers},
 		Logf:                   func(f string, a ...any) { fmt.Printf("sandbox: "+f+"\n", a...) },
 	})

@@ -31,7 +31,7 @@ func startRulesPrometheus(ctx context.Context, t *testing.T, e *exporterProc, al
 			Job:   "kube-convergence-exporter",
 			Addr:  strings.TrimPrefix(e.url, "http://"),
 			Extra: map[string]any{"scrape_native_histograms": true, "always_scrape_classic_histograms": true},
-		}},
+		}, kcmTarget()},
 		RuleFiles:       ruleFiles,
 		AlertmanagerURL: alertmanager,
 		ExtraArgs:       extraArgs,
@@ -45,6 +45,22 @@ func startRulesPrometheus(ctx context.Context, t *testing.T, e *exporterProc, al
 		}
 	})
 	return prom
+}
+
+// kcmTarget scrapes the sandbox's kube-controller-manager (its workqueue
+// metrics, for rules/kube-convergence-controllers.rules.yml): HTTPS with a
+// self-signed certificate, the admin token (authorised by the API server
+// through delegated authorization).
+func kcmTarget() sandbox.ScrapeTarget {
+	return sandbox.ScrapeTarget{
+		Job:    "kube-controller-manager",
+		Addr:   sb.ControllerManagerAddr(),
+		Scheme: "https",
+		Extra: map[string]any{
+			"authorization": map[string]any{"credentials": sb.AdminConfig().BearerToken},
+			"tls_config":    map[string]any{"insecure_skip_verify": true},
+		},
+	}
 }
 
 // The SLO issue's end-to-end acceptance, on the shared exporter (started

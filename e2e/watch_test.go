@@ -55,7 +55,12 @@ import (
 // resource. A "tiny" cache is not possible on kube-apiserver 1.37: its
 // --help says every non-zero --watch-cache-sizes value is equivalent, and the
 // cache grows to keep 75 s of events.
-var uncached = map[informers.Resource]bool{informers.Deployments: true, informers.Services: true, informers.Pods: true}
+//
+// Events have no watch cache on any kube-apiserver unless configured:
+// DefaultWatchCacheSizes sets events and events.k8s.io events to 0
+// (kubernetes pkg/kubeapiserver/default_storage_factory_builder.go), so
+// the Warning Events informer behaves like the uncached resources.
+var uncached = map[informers.Resource]bool{informers.Deployments: true, informers.Services: true, informers.Pods: true, informers.WarningEvents: true}
 
 // The fault stays well inside client-go's watch retry budget, so that it
 // ends exactly one stream per resource: a watch request that fails with a
@@ -514,7 +519,11 @@ func (f *watchFixture) sameView(ctx context.Context, in *inProcess, r informers.
 	if err != nil {
 		return false, err.Error()
 	}
-	list, err := f.md.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}).List(ctx, metav1.ListOptions{})
+	var opts metav1.ListOptions
+	if r == informers.WarningEvents {
+		opts.FieldSelector = informers.WarningSelector // the informer's own selector
+	}
+	list, err := f.md.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}).List(ctx, opts)
 	if err != nil {
 		return false, err.Error()
 	}

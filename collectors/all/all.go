@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -40,12 +42,28 @@ func Collectors(o Options) []collectors.Collector {
 	// One set of rollout episode families, fed by workloads and custom
 	// resources alike.
 	episodes := collectors.NewEpisodes(o.Config, o.Now)
-	return []collectors.Collector{
+	cs := []collectors.Collector{
 		rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
 		endpoints.New(o.Config, o.Logger, o.Now),
 		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
+		retries.New(o.Config, o.Logger, o.Now),
 	}
+	// churn hooks what the others watch: no watch and no RBAC of its own.
+	var watched []informers.Resource
+	seen := map[informers.Resource]bool{}
+	for _, c := range cs {
+		if !o.Config.Enabled(c.Name()) {
+			continue
+		}
+		for _, r := range c.Resources() {
+			if !seen[r] {
+				seen[r] = true
+				watched = append(watched, r)
+			}
+		}
+	}
+	return append(cs, churn.New(o.Config, watched, o.Logger, o.Now))
 }
 
 // Resources returns every resource any collector reads, deduplicated, in a

@@ -26,11 +26,13 @@ const (
 	Endpoints = "endpoints"
 	Watch     = "watch"
 	Resources = "resources"
+	Retries   = "retries"
+	Churn     = "churn"
 )
 
 // KnownCollectors lists every collector name the file may mention, in the
 // order they are started.
-var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources}
+var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn}
 
 // Namespace label modes.
 const (
@@ -60,6 +62,10 @@ type Config struct {
 	// Resources lists the custom resources the resources collector tracks
 	// (none by default).
 	Resources []Resource `yaml:"resources"`
+	// Retries configures the retries collector (Warning Events).
+	Retries RetriesConfig `yaml:"retries"`
+	// Churn configures the churn collector (writes, hot objects, flaps).
+	Churn ChurnConfig `yaml:"churn"`
 }
 
 // CollectorConfig is one collector's settings.
@@ -105,6 +111,8 @@ func Default() *Config {
 	return &Config{
 		NamespaceLabel: NamespaceLabel{Mode: NamespaceKeep},
 		Stall:          Stall{SeriesLimit: DefaultStalledSeriesLimit},
+		Retries:        defaultRetries(),
+		Churn:          defaultChurn(),
 	}
 }
 
@@ -237,6 +245,7 @@ func (c *Config) validate(pos positions) error {
 		add(pos.line("stall", "seriesLimit"), "stall.seriesLimit: must be positive, got %d (it caps the per-object stalled series of each collector)", c.Stall.SeriesLimit)
 	}
 	c.validateResources(pos, add)
+	c.validateRetries(pos, add)
 	if len(errs) > 0 {
 		// One line: the error ends up as a single slog attribute.
 		return errors.New(strings.Join(errs, "; "))

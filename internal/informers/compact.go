@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -39,6 +40,7 @@ var keptAnnotations = map[string]bool{
 	"endpoints.kubernetes.io/last-change-trigger-time": true,
 	AnnotationReceived:                                 true,
 	AnnotationListed:                                   true,
+	AnnotationWriter:                                   true,
 }
 
 // Compact is the informers' transform: it extracts what the collectors need
@@ -108,6 +110,8 @@ func Compact(obj any) (any, error) {
 		compactMeta(&o.ObjectMeta)
 		o.Spec = corev1.ServiceSpec{Selector: o.Spec.Selector, PublishNotReadyAddresses: o.Spec.PublishNotReadyAddresses, Type: o.Spec.Type}
 		o.Status = corev1.ServiceStatus{}
+	case *eventsv1.Event:
+		compactEvent(o)
 	case *discoveryv1.EndpointSlice:
 		compactMeta(&o.ObjectMeta)
 		o.Ports = nil

@@ -43,7 +43,7 @@ func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc) (cache.Shar
 	// No index: the resources collector reads its store only to close the
 	// episodes of a deleted CRD (a namespace index costs about 70 bytes per
 	// object, BenchmarkTrackedMemory).
-	return f.dynamicInformer(d, r, transform, nil)
+	return f.dynamicInformer(d, r, f.hooked(r, transform), nil)
 }
 
 func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers) (cache.SharedIndexInformer, error) {

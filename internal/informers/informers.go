@@ -66,6 +66,8 @@ type Factory struct {
 	logger   *slog.Logger
 	handlers *handlers
 
+	hooks hooks // see BeforeCompact
+
 	mu        sync.Mutex
 	informers map[Resource]cache.SharedIndexInformer
 	started   map[Resource]bool
@@ -113,7 +115,7 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		ObjectDescription: r.String(),
 		Indexers:          indexersOf(r),
 	})
-	if err := inf.SetTransform(Compact); err != nil {
+	if err := inf.SetTransform(f.hooked(r, Compact)); err != nil {
 		return nil, fmt.Errorf("informers: set transform for %s: %w", r, err)
 	}
 	f.informers[r] = inf
@@ -263,6 +265,7 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return c.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
 			}},
+		WarningEvents: warningEvents(c),
 	}
 }
 

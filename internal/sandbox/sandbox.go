@@ -68,6 +68,12 @@ type Options struct {
 	// APIServerFlags are appended to kube-apiserver's command line (a later
 	// flag wins), e.g. "--watch-cache=false".
 	APIServerFlags []string
+	// AuditLog makes the API server write a Metadata-level audit log of
+	// every write (create, update, patch, delete) to AuditLogPath, one JSON
+	// event per line; reads are not logged. Tests compare what a controller
+	// reports with what the API server answered (the pod creates a quota
+	// rejected with 403).
+	AuditLog bool
 	// ControllerManagerFlags are appended to kube-controller-manager's
 	// command line, e.g. "--endpointslice-updates-batch-period=2s".
 	ControllerManagerFlags []string
@@ -446,6 +452,15 @@ func (s *Sandbox) launchSpec(c Component) (launchSpec, error) {
 			// traffic there.
 			"--service-cluster-ip-range=10.96.0.0/16",
 		}
+		if s.opts.AuditLog {
+			policy := s.path("audit-policy.yaml")
+			if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+				return spec, fmt.Errorf("writing audit policy: %w", err)
+			}
+			spec.args = append(spec.args, "--audit-policy-file="+policy, "--audit-log-path="+s.AuditLogPath(), "--audit-log-format=json",
+				// Blocking: an event is on disk before the response is sent, so a test reads every write it saw answered.
+				"--audit-log-mode=blocking", "--audit-log-maxbackup=0")
+		}
 		spec.args = append(spec.args, s.opts.APIServerFlags...)
 		spec.ready = s.httpProbe(s.APIServerURL()+"/readyz", s.tokens[adminUser], "")
 	case ControllerManager:
@@ -626,6 +641,25 @@ func (s *Sandbox) Dir() string { return s.dir }
 // LogPath is the file that receives c's stdout and stderr (appended across
 // restarts). It is removed with Dir.
 func (s *Sandbox) LogPath(c Component) string { return s.path(string(c) + ".log") }
+
+// auditPolicy logs writes at Metadata level (who, what, the response code;
+// no bodies) and nothing else: reads (list, watch, get) are most requests.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+`
+
+// AuditLogPath is the API server's audit log (Options.AuditLog).
+func (s *Sandbox) AuditLogPath() string { return s.path("audit.log") }
+
+// ControllerManagerAddr is kube-controller-manager's secure serving address
+// (host:port, HTTPS with a self-signed certificate). Its /metrics accepts the
+// admin token (AdminConfig().BearerToken), authorised through the API server.
+func (s *Sandbox) ControllerManagerAddr() string { return "127.0.0.1:" + strconv.Itoa(s.cmPort) }
 
 // APIServerURL is the apiserver's address, https://127.0.0.1:PORT.
 func (s *Sandbox) APIServerURL() string { return "https://127.0.0.1:" + strconv.Itoa(s.apiPort) }

@@ -18,7 +18,7 @@ import (
 )
 
 // bundledRuleFiles are the rule files the PrometheusRule carries, in order.
-var bundledRuleFiles = []string{"kube-convergence-alerts.rules.yml", "kube-convergence-slos.rules.yml"}
+var bundledRuleFiles = []string{"kube-convergence-alerts.rules.yml", "kube-convergence-controllers.rules.yml", "kube-convergence-slos.rules.yml"}
 
 func TestPrometheusRuleHoldsTheBundledRules(t *testing.T) {
 	var obj struct {

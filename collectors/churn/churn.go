@@ -1,0 +1,344 @@
+// Package churn is the collector of write churn over the resources the
+// exporter already watches (no watch and no RBAC of its own): updates per
+// kind and namespace, hot objects with the field manager that writes them,
+// and field ownership that moves back and forth between two managers. The
+// field manager is read from managedFields by a hook that runs before the
+// informers' transform drops them (informers.BeforeCompact); the cache keeps
+// only the writer's name. The counting is in package tracker (churn.go).
+package churn
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// Name is the collector's name in the config file and the collector label.
+const Name = config.Churn
+
+// WriterUnknown is the manager label of a write whose object carries no
+// timed managedFields entry.
+const WriterUnknown = "unknown"
+
+// kinds maps the built-in resources whose writes are counted to their kind
+// label. Warning Events are not here: each occurrence is a write, counted
+// by the retries collector.
+var kinds = map[informers.Resource]string{
+	informers.Pods:           "Pod",
+	informers.Services:       "Service",
+	informers.Nodes:          "Node",
+	informers.Deployments:    "Deployment",
+	informers.StatefulSets:   "StatefulSet",
+	informers.DaemonSets:     "DaemonSet",
+	informers.ReplicaSets:    "ReplicaSet",
+	informers.EndpointSlices: "EndpointSlice",
+	informers.Namespaces:     "Namespace",
+}
+
+// ownershipKinds are the kinds whose field ownership is tracked: workloads
+// that several writers (a GitOps tool, an HPA, a human with kubectl) may
+// fight over. Never Pods: thousands per cluster, one writer per field.
+var ownershipKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true}
+
+var (
+	updatesDesc = prometheus.NewDesc("kube_convergence_object_updates_total",
+		"Updates of watched objects received live (watch MODIFIED events), per kind and namespace; generation_changed says whether metadata.generation moved (a spec change). "+
+			"Objects delivered by a list cycle (initial list, relist) are not counted, and identical rewrites never reach a watch (the API server does not store them). "+
+			"Resources in churn.exclude (default nodes, endpointslices.discovery.k8s.io) are not counted.",
+		[]string{"kind", "namespace", "generation_changed"}, nil)
+	hotDesc = prometheus.NewDesc("kube_convergence_hot_object_writes",
+		"Writes to one object by one field manager received in the last churn.window (default 5m), exposed only above churn.hotWrites (default 60). "+
+			"manager is the manager of the managedFields entry with the newest time after the write (unknown without one). Capped at stall.seriesLimit series, most writes first.",
+		[]string{"kind", "namespace", "name", "manager"}, nil)
+	flapsDesc = prometheus.NewDesc("kube_convergence_field_ownership_flaps_total",
+		"Writes that moved the sole ownership of a field path (managedFields, decoded with structured-merge-diff's fieldpath) back to the manager it had moved away from within churn.flapWindow (default 10m): "+
+			"two writers fighting over a field. One per write and manager pair; manager_a is the lexicographically smaller; pairs beyond churn.maxPairs fold into other/other. "+
+			"Deployments, StatefulSets, DaemonSets and the custom resources configured under resources: (kind Kind.group). Apply conflicts without force (409) and webhook mutations (owned by the requester) are invisible here.",
+		[]string{"kind", "manager_a", "manager_b"}, nil)
+	decodeErrorsDesc = prometheus.NewDesc("kube_convergence_field_ownership_decode_errors_total",
+		"managedFields entries whose fieldsV1 could not be decoded; their fields are left out of ownership.", nil, nil)
+)
+
+type updateKey struct {
+	kind, namespace string
+	generation      bool
+}
+
+// Collector counts write churn.
+type Collector struct {
+	cfg       *config.Config
+	logger    *slog.Logger
+	now       func() time.Time
+	resources []informers.Resource
+
+	mu           sync.Mutex // guards everything below
+	tr           *tracker.ChurnTracker
+	updates      map[updateKey]uint64
+	hotCap       *collectors.SeriesCap
+	decodeErrors uint64
+}
+
+// New returns the churn collector over watched, the resources the other
+// enabled collectors read; those in churn.exclude and those without a kind
+// here are left alone.
+func New(cfg *config.Config, watched []informers.Resource, logger *slog.Logger, now func() time.Time) *Collector {
+	var rs []informers.Resource
+	for _, r := range watched {
+		if _, ok := kinds[r]; ok && !cfg.ChurnExcluded(r.String()) {
+			rs = append(rs, r)
+		}
+	}
+	return &Collector{
+		cfg:       cfg,
+		logger:    logger.With("collector", Name),
+		now:       now,
+		resources: rs,
+		tr: tracker.NewChurnTracker(tracker.ChurnConfig{
+			Window:     time.Duration(cfg.Churn.Window),
+			HotWrites:  cfg.Churn.HotWrites,
+			FlapWindow: time.Duration(cfg.Churn.FlapWindow),
+			MaxPairs:   cfg.Churn.MaxPairs,
+		}),
+		updates: map[updateKey]uint64{},
+		hotCap: collectors.NewSeriesCap("kube_convergence_hot_object_writes_series_dropped_total",
+			"Hot (object, manager) pairs left out of kube_convergence_hot_object_writes by stall.seriesLimit, counted once per pair while it stays hot.", cfg.Stall.SeriesLimit),
+	}
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return Name }
+
+// Resources implements collectors.Collector: a subset of what the other
+// collectors watch, so no new watch and no new RBAC.
+func (c *Collector) Resources() []informers.Resource { return c.resources }
+
+// Register implements collectors.Collector.
+func (c *Collector) Register(reg prometheus.Registerer) error {
+	if err := reg.Register(c); err != nil {
+		return err
+	}
+	return reg.Register(c.hotCap.Dropped())
+}
+
+// Start implements collectors.Collector.
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+	// Configured custom resources: ownership only, through the informers
+	// the resources collector runs (their writes are not counted: those
+	// informers come and go with their CRDs).
+	if c.cfg.Enabled(config.Resources) {
+		for _, r := range c.cfg.Resources {
+			f.BeforeCompact(informers.Resource{Group: r.Group, Resource: r.Resource}, c.customHook(r.Group))
+		}
+	}
+	for _, r := range c.resources {
+		kind := kinds[r]
+		f.BeforeCompact(r, c.hook(kind))
+		inf, err := f.Informer(r)
+		if err != nil {
+			return fmt.Errorf("churn: %w", err)
+		}
+		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj any) { c.onUpdate(kind, oldObj, newObj) },
+			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
+		})); err != nil {
+			return fmt.Errorf("churn: watch %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// hook reads an object before it is compacted: it records the writer in an
+// annotation the cache keeps, and the field ownership of workloads.
+func (c *Collector) hook(kind string) informers.Hook {
+	return c.hookOf(kind, ownershipKinds[kind])
+}
+
+// customHook is the hook of a configured custom resource of group: its
+// ownership is tracked, its kind label is Kind.group (read from the object).
+func (c *Collector) customHook(group string) informers.Hook {
+	return func(m metav1.Object) {
+		k, ok := m.(interface{ GetKind() string })
+		if !ok || k.GetKind() == "" {
+			return
+		}
+		c.hookOf(k.GetKind()+"."+group, true)(m)
+	}
+}
+
+func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
+	return func(m metav1.Object) {
+		if w := informers.NewestManager(m); w != "" {
+			a := m.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[informers.AnnotationWriter] = w
+			m.SetAnnotations(a)
+		}
+		if !ownership {
+			return
+		}
+		if len(m.GetManagedFields()) == 0 {
+			return // nothing to read (a compacted copy, or a server without managedFields)
+		}
+		uid, fp := string(m.GetUID()), fingerprint(m)
+		at, listed := informers.ReceivedOr(m, c.now)
+		c.mu.Lock()
+		same := c.tr.Unchanged(uid, fp, at)
+		c.mu.Unlock()
+		if same {
+			return
+		}
+		entries, bad := managedEntries(m)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.decodeErrors += uint64(bad)
+		c.tr.Ownership(uid, kind, fp, entries, at, listed)
+	}
+}
+
+// fingerprint hashes who owns what in m's managedFields (manager,
+// operation, subresource and the fieldsV1 bytes), leaving out the times: a
+// write that only moves a time moves no ownership.
+func fingerprint(m metav1.Object) uint64 {
+	h := fnv.New64a()
+	for _, e := range m.GetManagedFields() {
+		_, _ = h.Write([]byte(e.Manager))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(e.Operation))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(e.Subresource))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write(e.FieldsV1.GetRawBytes())
+		_, _ = h.Write([]byte{1})
+	}
+	return h.Sum64()
+}
+
+// managedEntries decodes the leaf paths each manager owns, as 64-bit
+// hashes of their fieldpath form (".spec.replicas"); bad counts entries that
+// did not decode.
+func managedEntries(m metav1.Object) (out []tracker.ManagedEntry, bad int) {
+	for _, e := range m.GetManagedFields() {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var s fieldpath.Set
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
+			bad++
+			continue
+		}
+		var leaves []uint64
+		s.Leaves().Iterate(func(p fieldpath.Path) {
+			h := fnv.New64a()
+			_, _ = h.Write([]byte(p.String()))
+			leaves = append(leaves, h.Sum64())
+		})
+		out = append(out, tracker.ManagedEntry{Manager: e.Manager, Leaves: leaves})
+	}
+	return out, bad
+}
+
+func (c *Collector) onUpdate(kind string, oldObj, newObj any) {
+	om, ok1 := oldObj.(metav1.Object)
+	nm, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 || om.GetResourceVersion() == nm.GetResourceVersion() {
+		return
+	}
+	at, listed := informers.ReceivedOr(nm, c.now)
+	if listed {
+		return // the state after a gap: the writes inside it were not seen
+	}
+	writer := nm.GetAnnotations()[informers.AnnotationWriter]
+	if writer == "" {
+		writer = WriterUnknown
+	}
+	k := updateKey{kind, c.cfg.NamespaceLabelValue(nm.GetNamespace()), om.GetGeneration() != nm.GetGeneration()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.updates[k]++
+	c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, at)
+}
+
+func (c *Collector) onDelete(kind string, obj any) {
+	m, ok := informers.Unwrap(obj).(metav1.Object)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tr.ForgetObject(kind, m.GetNamespace(), m.GetName())
+	if ownershipKinds[kind] {
+		c.tr.ForgetOwnership(string(m.GetUID()))
+	}
+	if kind == "Namespace" {
+		// A deleted namespace's series go with it.
+		ns := c.cfg.NamespaceLabelValue(m.GetName())
+		for k := range c.updates {
+			if k.namespace == ns && ns != config.NamespaceOther && ns != "" {
+				delete(c.updates, k)
+			}
+		}
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{updatesDesc, hotDesc, flapsDesc, decodeErrorsDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, n := range c.updates {
+		ch <- prometheus.MustNewConstMetric(updatesDesc, prometheus.CounterValue, float64(n), k.kind, k.namespace, fmt.Sprint(k.generation))
+	}
+	hot := c.tr.Hot(c.now())
+	alive := make(map[string]bool, len(hot))
+	for i, h := range hot {
+		key := h.Kind + "/" + h.Namespace + "/" + h.Name + "/" + h.Manager
+		alive[key] = true
+		if c.hotCap.Admit(i, key) {
+			emit(ch, hotDesc, prometheus.GaugeValue, float64(h.Writes), h.Kind, h.Namespace, h.Name, h.Manager)
+		}
+	}
+	c.hotCap.Retain(alive)
+	c.tr.PruneOwnership(c.now())
+	for k, n := range c.tr.Flaps() {
+		emit(ch, flapsDesc, prometheus.CounterValue, float64(n), k.Kind, k.A, k.B)
+	}
+	ch <- prometheus.MustNewConstMetric(decodeErrorsDesc, prometheus.CounterValue, float64(c.decodeErrors))
+}
+
+// emit sends a metric whose labels come from clients (field manager names
+// are chosen by each client): one that is not a valid label value (not
+// UTF-8) is left out instead of failing the scrape.
+func emit(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	if m, err := prometheus.NewConstMetric(d, t, v, labels...); err == nil {
+		ch <- m
+	}
+}
+
+// MetricType implements metricdoc.Typed.
+func (c *Collector) MetricType(name string) string {
+	if name == "kube_convergence_hot_object_writes" {
+		return "gauge"
+	}
+	return "counter"
+}

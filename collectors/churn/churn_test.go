@@ -1,0 +1,172 @@
+package churn
+
+import (
+	"hash/fnv"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+func hashOf(path string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(path))
+	return h.Sum64()
+}
+
+// managedFields as the API server writes them for a Deployment created by
+// kubectl, scaled by an applier with force, and its status written by the
+// deployment controller.
+func deployment() *appsv1.Deployment {
+	t1 := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	t2 := metav1.NewTime(t1.Add(time.Second))
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, Time: &t1,
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:selector":{},"f:template":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:name":{}}}}}}}`)},
+		{Manager: "apply-b", Operation: metav1.ManagedFieldsOperationApply, Time: &t2,
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &t1,
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:replicas":{}}}`)},
+		{Manager: "broken", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:spec":`)},
+	}}}
+}
+
+func TestManagedEntries(t *testing.T) {
+	entries, bad := managedEntries(deployment())
+	if bad != 1 || len(entries) != 3 {
+		t.Fatalf("%d entries, %d bad; want 3 and 1", len(entries), bad)
+	}
+	want := map[string][]string{
+		"kubectl-create":          {".spec.selector", ".spec.template.metadata.labels.app", `.spec.template.spec.containers[name="app"].image`, `.spec.template.spec.containers[name="app"].name`},
+		"apply-b":                 {".spec.replicas"},
+		"kube-controller-manager": {".status.replicas"},
+	}
+	for _, e := range entries {
+		leaves := map[uint64]bool{}
+		for _, l := range e.Leaves {
+			leaves[l] = true
+		}
+		if len(leaves) != len(want[e.Manager]) {
+			t.Errorf("%s: %d leaves, want %v", e.Manager, len(leaves), want[e.Manager])
+		}
+		for _, p := range want[e.Manager] {
+			if !leaves[hashOf(p)] {
+				t.Errorf("%s: no leaf %s", e.Manager, p)
+			}
+		}
+	}
+}
+
+func TestHookStampsTheWriter(t *testing.T) {
+	c := New(configDefault(), []informers.Resource{informers.Deployments, informers.Nodes}, discard(), time.Now)
+	if rs := c.Resources(); len(rs) != 1 || rs[0] != informers.Deployments {
+		t.Errorf("resources %v: nodes are excluded by default", rs)
+	}
+	d := deployment()
+	c.hook("Deployment")(d)
+	if w := d.Annotations[informers.AnnotationWriter]; w != "apply-b" {
+		t.Errorf("writer %q, want apply-b (the newest timed entry)", w)
+	}
+	// Compact keeps the writer and drops managedFields.
+	if _, err := informers.Compact(d); err != nil {
+		t.Fatal(err)
+	}
+	if d.ManagedFields != nil || d.Annotations[informers.AnnotationWriter] != "apply-b" {
+		t.Errorf("after Compact: managedFields %v, annotations %v", d.ManagedFields, d.Annotations)
+	}
+	if objs, paths := c.tr.OwnershipTracked(); objs != 1 || paths != 6 {
+		t.Errorf("ownership: %d objects, %d paths; want 1 and 6", objs, paths)
+	}
+}
+
+func configDefault() *config.Config { return config.Default() }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// The update handler: live updates count (generation_changed from the
+// generation), a relist's (listed stamp) and a same-resourceVersion update
+// do not; hot objects above hotWrites show their writer; a deleted
+// namespace takes its series.
+func TestUpdatesAndHotObjects(t *testing.T) {
+	cfg := config.Default()
+	cfg.Churn.HotWrites = 2
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := New(cfg, []informers.Resource{informers.Deployments, informers.Namespaces}, discard(), func() time.Time { return now })
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	dep := func(rv string, gen int64, listed bool) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: rv, Generation: gen,
+			Annotations: map[string]string{informers.AnnotationWriter: "my-operator"}}}
+		informers.Stamp(d, now, listed)
+		return d
+	}
+	c.onUpdate("Deployment", dep("1", 1, false), dep("2", 1, false))
+	c.onUpdate("Deployment", dep("2", 1, false), dep("3", 2, false))
+	c.onUpdate("Deployment", dep("3", 2, false), dep("4", 2, false))
+	c.onUpdate("Deployment", dep("4", 2, false), dep("9", 3, true))  // a relist after a gap
+	c.onUpdate("Deployment", dep("9", 3, false), dep("9", 3, false)) // nothing new
+	// Three live writes by my-operator, above hotWrites 2.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kube_convergence_hot_object_writes `+helpOf(t, reg, "kube_convergence_hot_object_writes")+`
+# TYPE kube_convergence_hot_object_writes gauge
+kube_convergence_hot_object_writes{kind="Deployment",manager="my-operator",name="web",namespace="ns"} 3
+`), "kube_convergence_hot_object_writes"); err != nil {
+		t.Error(err)
+	}
+	updates := func() map[string]float64 {
+		out := map[string]float64{}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "kube_convergence_object_updates_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				key := ""
+				for _, l := range m.GetLabel() {
+					key += l.GetValue() + "/"
+				}
+				out[key] = m.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	if got := updates(); got["false/Deployment/ns/"] != 2 || got["true/Deployment/ns/"] != 1 || len(got) != 2 {
+		t.Errorf("updates %v, want 2 without and 1 with a generation change", got)
+	}
+	c.onDelete("Namespace", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
+	if got := updates(); len(got) != 0 {
+		t.Errorf("after the namespace deletion: %v", got)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", err, problems)
+	}
+}
+
+func helpOf(t *testing.T, reg *prometheus.Registry, name string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetHelp()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return ""
+}

@@ -1,0 +1,230 @@
+// Package retries is the collector of controller retries as the API shows
+// them: the occurrences of Warning Events (events.k8s.io/v1, field selector
+// type=Warning), per controller, reason and regarding kind; the gaps between
+// occurrences on one object; the objects failing now. It is a lower bound:
+// event recorders drop and batch occurrences (docs/retries.md). The counting
+// is in package tracker (retries.go); this package adapts the shared Warning
+// Events informer to it and its counts to metrics.
+package retries
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// Name is the collector's name in the config file and the collector label.
+const Name = config.Retries
+
+// KindNone is the kind label of an Event without a regarding object.
+const KindNone = "none"
+
+var (
+	retriesDesc = prometheus.NewDesc("kube_convergence_controller_retries_total",
+		"Occurrences of Warning Events (events.k8s.io/v1) counted while the exporter watched: the increase of max(series.count, deprecatedCount, 1) per Event. "+
+			"A lower bound on a controller's failed attempts: event recorders drop and batch occurrences (docs/retries.md); an initial list or a relist sets the baseline without counting. "+
+			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the Kubernetes API groups, none without one); "+
+			"values beyond retries.maxReasons fold into other.",
+		[]string{"controller", "reason", "kind"}, nil)
+	intervalDesc = prometheus.NewDesc("kube_convergence_controller_retry_interval_seconds",
+		"Gap between two consecutive live occurrences of a Warning Event on the same object, reason and controller, measured on the exporter's receipt of each write. "+
+			"Writes that add several occurrences at once (recorder batching) are not observed; gaps of 300 s or more on legacy-recorder Events are left out as recorder-limited "+
+			"(kube_convergence_controller_retry_intervals_recorder_limited_total).",
+		[]string{"controller", "kind"}, nil)
+	limitedDesc = prometheus.NewDesc("kube_convergence_controller_retry_intervals_recorder_limited_total",
+		"Gaps of 300 s or more between occurrences of a legacy-recorder (core/v1) Warning Event: the legacy recorder's spam filter admits one event per object and source every 5 minutes after a burst of 25, "+
+			"so such a gap says nothing about the controller's back-off; left out of kube_convergence_controller_retry_interval_seconds.",
+		[]string{"controller", "kind"}, nil)
+	failingDesc = prometheus.NewDesc("kube_convergence_controller_failing_objects",
+		"Objects whose last Warning Event occurrence (per controller, reason and kind) is younger than retries.failingWindow (default 10m). "+
+			"Events delivered by a list cycle count from their own last-occurrence time.",
+		[]string{"controller", "reason", "kind"}, nil)
+	trackedDesc = prometheus.NewDesc("kube_convergence_controller_retry_events_tracked",
+		"Warning Event UIDs whose last count the retries collector holds.", nil, nil)
+)
+
+// Collector counts retries from Warning Events.
+type Collector struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	now    func() time.Time
+
+	mu      sync.Mutex // guards tr and failing
+	tr      *tracker.RetryTracker
+	failing *collectors.ZeroKept[tracker.RetryKey]
+}
+
+// New returns the retries collector.
+func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collector {
+	return &Collector{
+		cfg:    cfg,
+		logger: logger.With("collector", Name),
+		now:    now,
+		tr: tracker.NewRetryTracker(tracker.RetryConfig{
+			FailingWindow: time.Duration(cfg.Retries.FailingWindow),
+			MaxReasons:    cfg.Retries.MaxReasons,
+		}),
+		failing: collectors.NewZeroKept[tracker.RetryKey](),
+	}
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return Name }
+
+// Resources implements collectors.Collector: Warning Events only.
+func (c *Collector) Resources() []informers.Resource {
+	return []informers.Resource{informers.WarningEvents}
+}
+
+// Register implements collectors.Collector.
+func (c *Collector) Register(reg prometheus.Registerer) error { return reg.Register(c) }
+
+// Start implements collectors.Collector. The handler is attached once the
+// informer has synced: its replay of the cache is the initial list, which
+// sets every Event's baseline.
+func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+	inf, err := f.Informer(informers.WarningEvents)
+	if err != nil {
+		return fmt.Errorf("retries: %w", err)
+	}
+	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{inf}, func() error {
+		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { c.onEvent(obj, initial) },
+			UpdateFunc: func(_, obj any) { c.onEvent(obj, false) },
+			DeleteFunc: c.onDelete,
+		})); err != nil {
+			return fmt.Errorf("watch warning events: %w", err)
+		}
+		return nil
+	}, c.now, nil)
+	return nil
+}
+
+func (c *Collector) onEvent(obj any, initial bool) {
+	e, ok := obj.(*eventsv1.Event)
+	if !ok || e.Type != "Warning" {
+		return
+	}
+	at, listed := informers.ReceivedOr(e, c.now)
+	w := Warning(e)
+	c.mu.Lock()
+	c.tr.Observe(w, at, initial || listed)
+	c.mu.Unlock()
+}
+
+func (c *Collector) onDelete(obj any) {
+	e, ok := informers.Unwrap(obj).(*eventsv1.Event)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	c.tr.Delete(string(e.UID))
+	c.mu.Unlock()
+}
+
+// Warning reads what the tracker needs from an Event.
+func Warning(e *eventsv1.Event) tracker.Warning {
+	controller := e.ReportingController
+	if controller == "" {
+		controller = e.DeprecatedSource.Component
+	}
+	count := max(e.DeprecatedCount, 1)
+	last := e.DeprecatedLastTimestamp.Time
+	if e.Series != nil {
+		count = max(count, e.Series.Count)
+		last = e.Series.LastObservedTime.Time
+	}
+	if last.IsZero() {
+		last = e.EventTime.Time
+	}
+	object := string(e.Regarding.UID)
+	if object == "" && e.Regarding.Name != "" {
+		object = e.Regarding.Namespace + "/" + e.Regarding.Name
+	}
+	return tracker.Warning{
+		UID:        string(e.UID),
+		Controller: controller,
+		Reason:     e.Reason,
+		Kind:       KindOf(e.Regarding.APIVersion, e.Regarding.Kind),
+		Object:     object,
+		Count:      count,
+		// The events.k8s.io recorder never sets deprecatedCount; the legacy
+		// recorder starts it at 1 (client-go tools/record makeEvent).
+		Legacy:   e.DeprecatedCount > 0,
+		LastSeen: last,
+	}
+}
+
+// KindOf is the kind label of a regarding object: its Kind for the API
+// groups Kubernetes itself serves (the core group, groups without a dot such
+// as apps and batch, and *.k8s.io), Kind.group for others (a custom
+// resource: Certificate.cert-manager.io), none without a kind.
+func KindOf(apiVersion, kind string) string {
+	if kind == "" {
+		return KindNone
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Group == "" || !strings.Contains(gv.Group, ".") || strings.HasSuffix(gv.Group, ".k8s.io") {
+		return kind
+	}
+	return kind + "." + gv.Group
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{retriesDesc, intervalDesc, limitedDesc, failingDesc, trackedDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: the tracker's counts as they are.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, n := range c.tr.Counts() {
+		ch <- prometheus.MustNewConstMetric(retriesDesc, prometheus.CounterValue, float64(n), k.Controller, k.Reason, k.Kind)
+	}
+	for k, h := range c.tr.Intervals() {
+		buckets := make(map[float64]uint64, len(tracker.RetryIntervalBuckets))
+		var cum uint64
+		for i, b := range tracker.RetryIntervalBuckets {
+			cum += h.Counts[i]
+			buckets[b] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(intervalDesc, h.Count, h.Sum, buckets, k.Controller, k.Kind)
+	}
+	for k, n := range c.tr.RecorderLimited() {
+		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.CounterValue, float64(n), k.Controller, k.Kind)
+	}
+	for k, n := range c.failing.Counts(c.tr.Failing(c.now())) {
+		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, float64(n), k.Controller, k.Reason, k.Kind)
+	}
+	events, _ := c.tr.Tracked()
+	ch <- prometheus.MustNewConstMetric(trackedDesc, prometheus.GaugeValue, float64(events))
+}
+
+// MetricType implements metricdoc.Typed: every family is computed at scrape
+// time.
+func (c *Collector) MetricType(name string) string {
+	switch name {
+	case "kube_convergence_controller_retries_total", "kube_convergence_controller_retry_intervals_recorder_limited_total":
+		return "counter"
+	case "kube_convergence_controller_retry_interval_seconds":
+		return "histogram"
+	default:
+		return "gauge"
+	}
+}

@@ -1,0 +1,162 @@
+package retries
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+)
+
+func TestKindOf(t *testing.T) {
+	for _, c := range []struct{ apiVersion, kind, want string }{
+		{"apps/v1", "ReplicaSet", "ReplicaSet"},
+		{"v1", "Pod", "Pod"},
+		{"batch/v1", "Job", "Job"},
+		{"networking.k8s.io/v1", "Ingress", "Ingress"},
+		{"cert-manager.io/v1", "Certificate", "Certificate.cert-manager.io"},
+		{"", "", "none"},
+		{"a/b/c", "Weird", "Weird"},
+	} {
+		if got := KindOf(c.apiVersion, c.kind); got != c.want {
+			t.Errorf("KindOf(%q, %q) = %q, want %q", c.apiVersion, c.kind, got, c.want)
+		}
+	}
+}
+
+func TestWarningFields(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	legacy := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e1"}, Type: "Warning", Reason: "FailedCreate",
+		DeprecatedSource: corev1.EventSource{Component: "replicaset-controller"}, DeprecatedCount: 7, DeprecatedLastTimestamp: at,
+		Regarding: corev1.ObjectReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: "ns", Name: "web-1", UID: "rs-uid"}}
+	w := Warning(legacy)
+	if w.Controller != "replicaset-controller" || w.Count != 7 || !w.Legacy || w.Kind != "ReplicaSet" || w.Object != "rs-uid" || !w.LastSeen.Equal(at.Time) {
+		t.Errorf("legacy: %+v", w)
+	}
+	series := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e2"}, Type: "Warning", Reason: "FailedScheduling", ReportingController: "default-scheduler",
+		EventTime: metav1.NewMicroTime(at.Time), Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(time.Second))},
+		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "p"}}
+	w = Warning(series)
+	if w.Controller != "default-scheduler" || w.Count != 2 || w.Legacy || w.Kind != "Pod" || w.Object != "ns/p" || !w.LastSeen.Equal(at.Add(time.Second)) {
+		t.Errorf("series: %+v", w)
+	}
+	bare := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e3"}, Type: "Warning", Reason: "X", EventTime: metav1.NewMicroTime(at.Time)}
+	w = Warning(bare)
+	if w.Count != 1 || w.Kind != "none" || w.Object != "" || w.Controller != "" || !w.LastSeen.Equal(at.Time) {
+		t.Errorf("bare: %+v", w)
+	}
+}
+
+// The adapter over a fake API: an Event present before the start is a
+// baseline; its later count increases are counted; a Normal Event and a
+// hostile note change nothing.
+func TestCollectorOverInformers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	old := legacyEvent("old", 12)
+	cs := fake.NewClientset(old)
+	c := New(config.Default(), slog.New(slog.DiscardHandler), time.Now)
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	f := informers.New(cs, nil, slog.New(slog.DiscardHandler))
+	if err := c.Start(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx)
+	waitFor(t, "baseline", func() bool { c.mu.Lock(); defer c.mu.Unlock(); n, _ := c.tr.Tracked(); return n == 1 })
+	ev := cs.EventsV1().Events("ns")
+	old.DeprecatedCount = 14
+	old.Note = strings.Repeat("\xff hostile {label=\"x\"} ", 100)
+	if _, err := ev.Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	normal := legacyEvent("normal", 1)
+	normal.Type = "Normal"
+	if _, err := ev.Create(ctx, normal, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Create(ctx, legacyEvent("new", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "counted", func() bool {
+		return testutil.ToFloat64(onlyRetries{c}) == 3
+	})
+	want := `
+# HELP kube_convergence_controller_failing_objects ` + help(t, reg, "kube_convergence_controller_failing_objects") + `
+# TYPE kube_convergence_controller_failing_objects gauge
+kube_convergence_controller_failing_objects{controller="replicaset-controller",kind="ReplicaSet",reason="FailedCreate"} 1
+# HELP kube_convergence_controller_retries_total ` + help(t, reg, "kube_convergence_controller_retries_total") + `
+# TYPE kube_convergence_controller_retries_total counter
+kube_convergence_controller_retries_total{controller="replicaset-controller",kind="ReplicaSet",reason="FailedCreate"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kube_convergence_controller_retries_total", "kube_convergence_controller_failing_objects"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", err, problems)
+	}
+}
+
+// onlyRetries exposes only the retries counter, for testutil.ToFloat64.
+type onlyRetries struct{ c *Collector }
+
+func (o onlyRetries) Describe(ch chan<- *prometheus.Desc) { ch <- retriesDesc }
+func (o onlyRetries) Collect(ch chan<- prometheus.Metric) {
+	o.c.mu.Lock()
+	var n uint64
+	for _, v := range o.c.tr.Counts() {
+		n += v
+	}
+	o.c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(retriesDesc, prometheus.CounterValue, float64(n), "", "", "")
+}
+
+func help(t *testing.T, reg *prometheus.Registry, name string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetHelp()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return ""
+}
+
+func legacyEvent(name string, count int32) *eventsv1.Event {
+	return &eventsv1.Event{
+		ObjectMeta:       metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Type:             "Warning",
+		Reason:           "FailedCreate",
+		DeprecatedSource: corev1.EventSource{Component: "replicaset-controller"},
+		DeprecatedCount:  count,
+		Regarding:        corev1.ObjectReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: "ns", Name: "web", UID: "rs"},
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

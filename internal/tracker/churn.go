@@ -1,0 +1,327 @@
+package tracker
+
+import (
+	"sort"
+	"time"
+)
+
+// Write churn: how often objects are written and by whom, and field
+// ownership that moves back and forth between two writers (a fight). Every
+// write the tracker sees is a live watch event; list cycles only set
+// baselines (a relist shows the state after a gap, not the writes in it).
+
+// ChurnOther is the manager label value that pairs beyond the cap, and
+// managers beyond maxManagers, fold into.
+const ChurnOther = "other"
+
+// hotBuckets splits the hot-object window into this many buckets: a count
+// over the window is exact to one bucket (5 %).
+const hotBuckets = 20
+
+// maxManagers bounds the field manager names the tracker interns: a field
+// manager name is chosen by each client, so a hostile or buggy one could
+// invent a new name per write.
+const maxManagers = 1000
+
+// ChurnConfig configures a ChurnTracker.
+type ChurnConfig struct {
+	// Window over which writes per object are counted; HotWrites is the
+	// count above which an object is hot.
+	Window    time.Duration
+	HotWrites int
+	// FlapWindow: a move of ownership A→B followed by B→A within it is a
+	// flap.
+	FlapWindow time.Duration
+	// MaxPairs caps the distinct manager pairs counted; later pairs fold
+	// into other/other.
+	MaxPairs int
+}
+
+// HotKey is one object and writer whose writes are counted.
+type HotKey struct{ Kind, Namespace, Name, Manager string }
+
+// HotObject is a hot object with its write count over the window.
+type HotObject struct {
+	HotKey
+	Writes int
+}
+
+// FlapKey is the label set of the flaps counter: A < B.
+type FlapKey struct{ Kind, A, B string }
+
+// ManagedEntry is one managedFields entry: its manager and the hashes of
+// the leaf field paths it owns.
+type ManagedEntry struct {
+	Manager string
+	Leaves  []uint64
+}
+
+type objectName struct{ kind, namespace, name string }
+
+type hotCounts struct {
+	counts [hotBuckets]uint16
+	last   int64 // absolute index of the newest bucket
+}
+
+// pathOwner is the owner of one leaf path: the manager index that owns it
+// alone (-1: several or none), the one it moved from at its last move (-1:
+// unknown) and when.
+type pathOwner struct {
+	owner, from int32
+	at          int64
+}
+
+type ownership struct {
+	kind        string
+	fingerprint uint64 // of the managedFields last read, see Unchanged
+	seen        int64  // last receipt (Unix ns), see PruneOwnership
+	paths       map[uint64]pathOwner
+}
+
+// ChurnTracker counts writes and ownership flaps. Not safe for concurrent
+// use.
+type ChurnTracker struct {
+	cfg         ChurnConfig
+	bucketWidth int64 // ns
+	hot         map[objectName]map[string]*hotCounts
+	owners      map[string]*ownership // by object UID
+	managers    map[string]int32
+	names       []string
+	flaps       map[FlapKey]uint64
+	pairs       map[[2]string]bool
+}
+
+// NewChurnTracker returns an empty tracker.
+func NewChurnTracker(cfg ChurnConfig) *ChurnTracker {
+	return &ChurnTracker{
+		cfg:         cfg,
+		bucketWidth: max(int64(cfg.Window)/hotBuckets, 1),
+		hot:         map[objectName]map[string]*hotCounts{},
+		owners:      map[string]*ownership{},
+		managers:    map[string]int32{},
+		flaps:       map[FlapKey]uint64{},
+		pairs:       map[[2]string]bool{},
+	}
+}
+
+// advance moves h's ring to bucket b, clearing the buckets in between.
+func (h *hotCounts) advance(b int64) {
+	if b <= h.last {
+		return
+	}
+	for i := h.last + 1; i <= b && i <= h.last+hotBuckets; i++ {
+		h.counts[i%hotBuckets] = 0
+	}
+	h.last = b
+}
+
+func (h *hotCounts) sum() int {
+	n := 0
+	for _, c := range h.counts {
+		n += int(c)
+	}
+	return n
+}
+
+// Write counts one live write of an object by manager at `at`.
+func (t *ChurnTracker) Write(k HotKey, at time.Time) {
+	o := objectName{k.Kind, k.Namespace, k.Name}
+	byManager := t.hot[o]
+	if byManager == nil {
+		byManager = map[string]*hotCounts{}
+		t.hot[o] = byManager
+	}
+	h := byManager[k.Manager]
+	b := at.UnixNano() / t.bucketWidth
+	if h == nil {
+		h = &hotCounts{last: b}
+		byManager[k.Manager] = h
+	}
+	h.advance(b)
+	if c := &h.counts[b%hotBuckets]; b > h.last-hotBuckets && *c < ^uint16(0) {
+		*c++
+	}
+}
+
+// Hot returns the (object, manager) pairs with more than HotWrites writes
+// in the window ending at now, most writes first, and forgets those with
+// none left.
+func (t *ChurnTracker) Hot(now time.Time) []HotObject {
+	b := now.UnixNano() / t.bucketWidth
+	var out []HotObject
+	for o, byManager := range t.hot {
+		for m, h := range byManager {
+			h.advance(b)
+			n := h.sum()
+			if n == 0 {
+				delete(byManager, m)
+				continue
+			}
+			if n > t.cfg.HotWrites {
+				out = append(out, HotObject{HotKey{o.kind, o.namespace, o.name, m}, n})
+			}
+		}
+		if len(byManager) == 0 {
+			delete(t.hot, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Writes != out[j].Writes {
+			return out[i].Writes > out[j].Writes
+		}
+		a, b := out[i].HotKey, out[j].HotKey
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Manager < b.Manager
+	})
+	return out
+}
+
+// ForgetObject drops the write counts of a deleted object.
+func (t *ChurnTracker) ForgetObject(kind, namespace, name string) {
+	delete(t.hot, objectName{kind, namespace, name})
+}
+
+func (t *ChurnTracker) manager(name string) int32 {
+	if i, ok := t.managers[name]; ok {
+		return i
+	}
+	if len(t.names) >= maxManagers {
+		name = ChurnOther
+		if i, ok := t.managers[name]; ok {
+			return i
+		}
+	}
+	i := int32(len(t.names))
+	t.managers[name] = i
+	t.names = append(t.names, name)
+	return i
+}
+
+// Ownership reads the managedFields of object uid (of kind) received at
+// `at`, and returns the number of flaps it counted: leaf paths whose sole
+// owner moved back to the manager it had moved away from within the flap
+// window (at most one per manager pair and write). listed: delivered by a
+// list cycle, or the first state the tracker sees of the object: a
+// baseline, no move is judged across it.
+// fingerprint identifies the managedFields it was read from (see
+// Unchanged).
+func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, at time.Time, listed bool) int {
+	cur := map[uint64]int32{}
+	for _, e := range entries {
+		m := t.manager(e.Manager)
+		for _, p := range e.Leaves {
+			if o, ok := cur[p]; ok && o != m {
+				cur[p] = -1 // shared
+			} else {
+				cur[p] = m
+			}
+		}
+	}
+	st := t.owners[uid]
+	if st == nil {
+		st = &ownership{kind: kind, paths: make(map[uint64]pathOwner, len(cur))}
+		t.owners[uid] = st
+		listed = true
+	}
+	st.fingerprint = fingerprint
+	st.seen = max(st.seen, at.UnixNano())
+	now := at.UnixNano()
+	var counted [][2]int32
+	for p, owner := range cur {
+		prev, ok := st.paths[p]
+		switch {
+		case !ok:
+			st.paths[p] = pathOwner{owner: owner, from: -1}
+		case prev.owner == owner:
+		case listed || prev.owner < 0 || owner < 0:
+			st.paths[p] = pathOwner{owner: owner, from: -1}
+		default:
+			if prev.from == owner && now-prev.at <= int64(t.cfg.FlapWindow) {
+				pair := [2]int32{min(prev.owner, owner), max(prev.owner, owner)}
+				seen := false
+				for _, c := range counted {
+					seen = seen || c == pair
+				}
+				if !seen {
+					counted = append(counted, pair)
+					t.flap(kind, t.names[prev.owner], t.names[owner])
+				}
+			}
+			st.paths[p] = pathOwner{owner: owner, from: prev.owner, at: now}
+		}
+	}
+	for p := range st.paths {
+		if _, ok := cur[p]; !ok {
+			delete(st.paths, p)
+		}
+	}
+	return len(counted)
+}
+
+func (t *ChurnTracker) flap(kind, a, b string) {
+	if b < a {
+		a, b = b, a
+	}
+	pair := [2]string{a, b}
+	if !t.pairs[pair] {
+		if len(t.pairs) >= t.cfg.MaxPairs {
+			a, b = ChurnOther, ChurnOther
+		} else {
+			t.pairs[pair] = true
+		}
+	}
+	t.flaps[FlapKey{kind, a, b}]++
+}
+
+// Unchanged reports whether object uid's managedFields still have the
+// fingerprint last read: then no ownership moved, and decoding them again
+// (about 140 µs and 700 allocations for a Deployment,
+// BenchmarkOwnershipUpdate) can be skipped. Most writes are status writes by
+// the same controller, which leave the field sets as they were.
+// It records the receipt at `at` either way.
+func (t *ChurnTracker) Unchanged(uid string, fingerprint uint64, at time.Time) bool {
+	st := t.owners[uid]
+	if st == nil {
+		return false
+	}
+	st.seen = max(st.seen, at.UnixNano())
+	return st.fingerprint == fingerprint
+}
+
+// PruneOwnership forgets objects not received for two flap windows: a flap
+// needs two moves within one window, so such an object's next write can
+// only start a new fight, and its state is only a baseline, which its next
+// write sets again (a fight resumed after the pause is counted one move
+// later). It bounds the memory of objects whose deletion the tracker never
+// hears of (custom resources, whose informers belong to another collector).
+func (t *ChurnTracker) PruneOwnership(now time.Time) {
+	limit := now.UnixNano() - 2*int64(t.cfg.FlapWindow)
+	for uid, st := range t.owners {
+		if st.seen < limit {
+			delete(t.owners, uid)
+		}
+	}
+}
+
+// ForgetOwnership drops the ownership of a deleted object.
+func (t *ChurnTracker) ForgetOwnership(uid string) { delete(t.owners, uid) }
+
+// Flaps returns the flaps counted per label set (the tracker's own map).
+func (t *ChurnTracker) Flaps() map[FlapKey]uint64 { return t.flaps }
+
+// OwnershipTracked returns the number of objects and leaf paths whose
+// ownership is held.
+func (t *ChurnTracker) OwnershipTracked() (objects, paths int) {
+	for _, o := range t.owners {
+		paths += len(o.paths)
+	}
+	return len(t.owners), paths
+}

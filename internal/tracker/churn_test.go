@@ -1,0 +1,195 @@
+package tracker
+
+import (
+	"testing"
+	"time"
+)
+
+func churnTracker() *ChurnTracker {
+	return NewChurnTracker(ChurnConfig{Window: time.Minute, HotWrites: 30, FlapWindow: 10 * time.Minute, MaxPairs: 2})
+}
+
+func TestHotWrites(t *testing.T) {
+	tr := churnTracker()
+	k := HotKey{"Service", "ns", "web", "kce-hot-writer"}
+	// A status write every 0.5 s for 20 s: 40 writes.
+	for i := range 40 {
+		tr.Write(k, r0.Add(time.Duration(i)*500*time.Millisecond))
+	}
+	// One write by another manager: counted apart, not hot.
+	tr.Write(HotKey{"Service", "ns", "web", "kube-controller-manager"}, r0)
+	hot := tr.Hot(r0.Add(20 * time.Second))
+	if len(hot) != 1 || hot[0].HotKey != k || hot[0].Writes != 40 {
+		t.Fatalf("hot at +20s: %+v, want %v with 40 writes", hot, k)
+	}
+	// 50 s later the window (1 m, 20 buckets of 3 s) holds the writes of
+	// the last 10 s of the loop: 20 ± one bucket (6 writes).
+	hot = tr.Hot(r0.Add(70 * time.Second))
+	if len(hot) != 0 {
+		t.Errorf("hot at +70s: %+v, want none (about 20 writes left, threshold 30)", hot)
+	}
+	tr.Write(k, r0.Add(70*time.Second))
+	if n := tr.hot[objectName{"Service", "ns", "web"}][k.Manager].sum(); n < 14 || n > 27 {
+		t.Errorf("writes in the window at +70s: %d, want 20 ± 6 (+1)", n)
+	}
+	// After the window nothing is left and the entries are forgotten.
+	if hot := tr.Hot(r0.Add(3 * time.Minute)); len(hot) != 0 || len(tr.hot) != 0 {
+		t.Errorf("after the window: hot %+v, %d objects kept", hot, len(tr.hot))
+	}
+	// Exactly at the threshold is not hot; one more is.
+	for i := range 30 {
+		tr.Write(k, r0.Add(10*time.Minute+time.Duration(i)*time.Millisecond))
+	}
+	if hot := tr.Hot(r0.Add(10*time.Minute + time.Second)); len(hot) != 0 {
+		t.Errorf("30 writes, threshold 30: hot %+v", hot)
+	}
+	tr.Write(k, r0.Add(10*time.Minute+time.Second))
+	if hot := tr.Hot(r0.Add(10*time.Minute + time.Second)); len(hot) != 1 || hot[0].Writes != 31 {
+		t.Errorf("31 writes, threshold 30: hot %+v", hot)
+	}
+	tr.ForgetObject("Service", "ns", "web")
+	if hot := tr.Hot(r0.Add(10*time.Minute + time.Second)); len(hot) != 0 {
+		t.Errorf("after delete: hot %+v", hot)
+	}
+}
+
+// replicas is the hash of the leaf path .spec.replicas in these tests.
+const replicas uint64 = 1
+
+func owned(entries ...any) []ManagedEntry {
+	var out []ManagedEntry
+	for i := 0; i < len(entries); i += 2 {
+		out = append(out, ManagedEntry{Manager: entries[i].(string), Leaves: entries[i+1].([]uint64)})
+	}
+	return out
+}
+
+func TestOwnershipFlaps(t *testing.T) {
+	other := []uint64{2, 3} // the creator's other fields
+	s := time.Second
+	type write struct {
+		at      time.Duration
+		entries []ManagedEntry
+		listed  bool
+		flaps   int
+	}
+	cases := []struct {
+		name   string
+		writes []write
+		want   map[FlapKey]uint64
+	}{{
+		name: "two appliers take spec.replicas in turn with force: every return is a flap",
+		writes: []write{
+			{at: 0, entries: owned("creator", other, "apply-b", []uint64{replicas})},
+			{at: 1 * s, entries: owned("creator", other, "apply-a", []uint64{replicas})},                   // b→a
+			{at: 2 * s, entries: owned("creator", other, "apply-b", []uint64{replicas}), flaps: 1},         // a→b after b→a
+			{at: 3 * s, entries: owned("creator", other, "apply-a", []uint64{replicas}), flaps: 1},         // b→a after a→b
+			{at: 4 * s, entries: owned("creator", other, "apply-a", []uint64{replicas}, "x", []uint64{9})}, // no move
+			{at: 5 * s, entries: owned("creator", other, "apply-b", []uint64{replicas}, "x", []uint64{9}), flaps: 1},
+		},
+		want: map[FlapKey]uint64{{"Deployment", "apply-a", "apply-b"}: 3},
+	}, {
+		name: "one applier alone: no flap",
+		writes: []write{
+			{at: 0, entries: owned("creator", other, "apply-a", []uint64{replicas})},
+			{at: 1 * s, entries: owned("creator", other, "apply-a", []uint64{replicas})},
+			{at: 2 * s, entries: owned("creator", other, "apply-a", []uint64{replicas})},
+		},
+		want: map[FlapKey]uint64{},
+	}, {
+		name: "a move and its return 10 minutes apart is no flap; within is",
+		writes: []write{
+			{at: 0, entries: owned("a", []uint64{replicas})},
+			{at: 1 * s, entries: owned("b", []uint64{replicas})},
+			{at: 1*s + 10*time.Minute + 1, entries: owned("a", []uint64{replicas})},
+			{at: 2*s + 10*time.Minute, entries: owned("b", []uint64{replicas}), flaps: 1},
+		},
+		want: map[FlapKey]uint64{{"Deployment", "a", "b"}: 1},
+	}, {
+		name: "a relist in between is a baseline: no move judged across it",
+		writes: []write{
+			{at: 0, entries: owned("a", []uint64{replicas})},
+			{at: 1 * s, entries: owned("b", []uint64{replicas})},
+			{at: 2 * s, entries: owned("a", []uint64{replicas}), listed: true},
+			{at: 3 * s, entries: owned("b", []uint64{replicas})},
+			{at: 4 * s, entries: owned("a", []uint64{replicas}), flaps: 1},
+		},
+		want: map[FlapKey]uint64{{"Deployment", "a", "b"}: 1},
+	}, {
+		name: "shared ownership (both applied the same value without force) is no move",
+		writes: []write{
+			{at: 0, entries: owned("a", []uint64{replicas})},
+			{at: 1 * s, entries: owned("a", []uint64{replicas}, "b", []uint64{replicas})},
+			{at: 2 * s, entries: owned("a", []uint64{replicas})},
+			{at: 3 * s, entries: owned("a", []uint64{replicas}, "b", []uint64{replicas})},
+		},
+		want: map[FlapKey]uint64{},
+	}, {
+		name: "many paths moving together count one flap per write",
+		writes: []write{
+			{at: 0, entries: owned("a", []uint64{1, 2, 3})},
+			{at: 1 * s, entries: owned("b", []uint64{1, 2, 3})},
+			{at: 2 * s, entries: owned("a", []uint64{1, 2, 3}), flaps: 1},
+		},
+		want: map[FlapKey]uint64{{"Deployment", "a", "b"}: 1},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := churnTracker()
+			for i, w := range c.writes {
+				if got := tr.Ownership("uid-1", "Deployment", uint64(i), w.entries, r0.Add(w.at), w.listed); got != w.flaps {
+					t.Errorf("write %d (+%v): %d flaps, want %d", i, w.at, got, w.flaps)
+				}
+			}
+			got := tr.Flaps()
+			if len(got) != len(c.want) {
+				t.Errorf("flaps %v, want %v", got, c.want)
+			}
+			for k, v := range c.want {
+				if got[k] != v {
+					t.Errorf("flaps %v, want %v", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestFlapPairsCapped(t *testing.T) {
+	tr := churnTracker() // MaxPairs 2
+	fight := func(uid, a, b string) {
+		tr.Ownership(uid, "Deployment", 1, owned(a, []uint64{replicas}), r0, false)
+		tr.Ownership(uid, "Deployment", 2, owned(b, []uint64{replicas}), r0.Add(time.Second), false)
+		tr.Ownership(uid, "Deployment", 3, owned(a, []uint64{replicas}), r0.Add(2*time.Second), false)
+	}
+	fight("1", "b", "a")
+	fight("2", "c", "d")
+	fight("3", "e", "f")
+	fight("4", "a", "b")
+	want := map[FlapKey]uint64{{"Deployment", "a", "b"}: 2, {"Deployment", "c", "d"}: 1, {"Deployment", "other", "other"}: 1}
+	got := tr.Flaps()
+	if len(got) != len(want) {
+		t.Fatalf("flaps %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("flaps %v, want %v", got, want)
+		}
+	}
+	if !tr.Unchanged("2", 3, r0.Add(5*time.Minute)) || tr.Unchanged("2", 2, r0) || tr.Unchanged("9", 0, r0) {
+		t.Error("Unchanged: want true only for the fingerprint last read of a known object")
+	}
+	tr.ForgetOwnership("1")
+	if objs, _ := tr.OwnershipTracked(); objs != 3 {
+		t.Errorf("objects tracked %d after forgetting one of 4", objs)
+	}
+	// Objects 3 and 4 were last received at +2s, object 2 at +5m: 20
+	// minutes (two flap windows) after +2s only object 2 is kept.
+	tr.PruneOwnership(r0.Add(20*time.Minute + 2*time.Second))
+	if objs, _ := tr.OwnershipTracked(); objs != 3 {
+		t.Errorf("objects tracked %d at exactly two flap windows, want 3", objs)
+	}
+	tr.PruneOwnership(r0.Add(20*time.Minute + 3*time.Second))
+	if objs, _ := tr.OwnershipTracked(); objs != 1 || tr.owners["2"] == nil {
+		t.Errorf("objects tracked %d after pruning, want object 2 only", objs)
+	}
+}

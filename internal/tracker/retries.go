@@ -1,0 +1,265 @@
+package tracker
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// Retries seen from the API: the Warning Events controllers record when a
+// sync fails. An Event stands for a series of occurrences; its count
+// (events.k8s.io series.count, or the legacy recorder's deprecatedCount) grows
+// as the recorder writes it again. The tracker keeps the last count per Event
+// UID and counts the increase, so a watch event is a hint to re-read the
+// count, never an occurrence in itself.
+
+// RetryOther is the label value that controllers, reasons and kinds beyond
+// the cap fold into; values that are not valid UTF-8 or longer than
+// maxLabelBytes fold into it at once.
+const RetryOther = "other"
+
+// maxLabelBytes bounds one label value taken from an Event: reasons are
+// short CamelCase words (FailedCreate, 12 bytes); anything longer is not a
+// reason a dashboard can show.
+const maxLabelBytes = 128
+
+// RetryIntervalBuckets are the retry interval histogram's buckets in seconds.
+// Client-go's per-item back-off doubles from 5 ms to 1000 s
+// (workqueue.DefaultTypedControllerRateLimiter); 300 s is the legacy
+// recorder's refill period, above which a gap says more about the recorder
+// than about the controller; 1800 s the events.k8s.io recorder's series
+// heartbeat.
+var RetryIntervalBuckets = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}
+
+// LegacyRecorderLimit: a gap of at least this long between two occurrences
+// of a legacy (core/v1 recorder) Event may be the recorder's spam filter
+// (25 events per object and source, then one per 5 minutes; client-go
+// tools/record events_cache.go defaultSpamBurst, defaultSpamQPS = 1/300).
+const LegacyRecorderLimit = 300 * time.Second
+
+// RetryConfig configures a RetryTracker.
+type RetryConfig struct {
+	// FailingWindow: an object is failing while its last Warning
+	// occurrence is younger than this.
+	FailingWindow time.Duration
+	// MaxReasons caps the distinct values of each of the controller,
+	// reason and kind labels; later values fold into RetryOther.
+	MaxReasons int
+	// Retention is how long an object's last occurrence is kept for
+	// intervals (at least FailingWindow); default 1 h, the API server's
+	// default --event-ttl.
+	Retention time.Duration
+}
+
+// Warning is one Warning Event as the tracker reads it.
+type Warning struct {
+	UID string
+	// Controller, Reason and Kind are the label values, not folded yet.
+	Controller, Reason, Kind string
+	// Object identifies the regarding object (its UID, else
+	// namespace/name); "" when the Event has none.
+	Object string
+	// Count is max(series.count, deprecatedCount, 1).
+	Count int32
+	// Legacy: written by the legacy (core/v1) recorder, whose spam filter
+	// spaces occurrences 5 minutes apart after a burst.
+	Legacy bool
+	// LastSeen is the API-side time of the last occurrence
+	// (series.lastObservedTime, deprecatedLastTimestamp or eventTime), used
+	// only for Events delivered by a list cycle.
+	LastSeen time.Time
+}
+
+// RetryKey is the label set of the retries counter and the failing gauge.
+type RetryKey struct{ Controller, Reason, Kind string }
+
+// IntervalKey is the label set of the interval histogram.
+type IntervalKey struct{ Controller, Kind string }
+
+// RetryResult says what one Observe counted.
+type RetryResult struct {
+	Key         RetryKey
+	Occurrences int
+	// Interval is the gap since the previous live occurrence on the same
+	// object, reason and controller, set (>0) when exactly one occurrence
+	// was added by a live write and a previous live one is known.
+	Interval time.Duration
+	// RecorderLimited: Interval is at least LegacyRecorderLimit on a legacy
+	// Event, and was counted apart instead of observed.
+	RecorderLimited bool
+}
+
+type retryEvent struct {
+	count int32
+	obj   objectKey
+}
+
+type objectKey struct {
+	object string
+	key    RetryKey
+}
+
+type objectState struct {
+	last     time.Time // last occurrence, live receipt or API time
+	lastLive time.Time // last live occurrence; zero after a gap
+}
+
+// IntervalHistogram is a classic histogram over RetryIntervalBuckets:
+// Counts[i] is the number of observations in (bucket i-1, bucket i],
+// Counts[len(buckets)] those above the last bucket.
+type IntervalHistogram struct {
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+// RetryTracker counts retry occurrences from Warning Events. It is not safe
+// for concurrent use.
+type RetryTracker struct {
+	cfg       RetryConfig
+	events    map[string]retryEvent
+	objects   map[objectKey]objectState
+	counts    map[RetryKey]uint64
+	intervals map[IntervalKey]*IntervalHistogram
+	limited   map[IntervalKey]uint64
+	// Label values admitted so far, per label.
+	controllers, reasons, kinds map[string]struct{}
+}
+
+// NewRetryTracker returns an empty tracker.
+func NewRetryTracker(cfg RetryConfig) *RetryTracker {
+	if cfg.Retention == 0 {
+		cfg.Retention = time.Hour
+	}
+	cfg.Retention = max(cfg.Retention, cfg.FailingWindow)
+	return &RetryTracker{
+		cfg:         cfg,
+		events:      map[string]retryEvent{},
+		objects:     map[objectKey]objectState{},
+		counts:      map[RetryKey]uint64{},
+		intervals:   map[IntervalKey]*IntervalHistogram{},
+		limited:     map[IntervalKey]uint64{},
+		controllers: map[string]struct{}{},
+		reasons:     map[string]struct{}{},
+		kinds:       map[string]struct{}{},
+	}
+}
+
+// fold returns v, or RetryOther once set holds max values and v is not one
+// of them, or v is not a fit label value.
+func fold(set map[string]struct{}, v string, limit int) string {
+	if _, ok := set[v]; ok {
+		return v
+	}
+	if len(set) >= limit || len(v) > maxLabelBytes || !utf8.ValidString(v) {
+		return RetryOther
+	}
+	set[v] = struct{}{}
+	return v
+}
+
+// Observe reads one Warning Event received at `at`. listed is true for an
+// Event delivered by a list cycle (the informer's initial list, a relist, a
+// replayed gap): its count becomes the baseline and nothing is counted,
+// since the occurrences it adds happened while the exporter did not watch
+// (or were counted before a restart).
+func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult {
+	prev, known := t.events[w.UID]
+	var key RetryKey
+	if known {
+		key = prev.obj.key
+	} else {
+		key = RetryKey{
+			Controller: fold(t.controllers, w.Controller, t.cfg.MaxReasons),
+			Reason:     fold(t.reasons, w.Reason, t.cfg.MaxReasons),
+			Kind:       fold(t.kinds, w.Kind, t.cfg.MaxReasons),
+		}
+	}
+	ok := objectKey{object: w.Object, key: key}
+	count := max(w.Count, 1)
+	t.events[w.UID] = retryEvent{count: count, obj: ok}
+	res := RetryResult{Key: key}
+	added := int(count - prev.count) // prev.count is 0 for a new UID
+	if added <= 0 {
+		return res // same count (another field changed) or lower: nothing new
+	}
+	st := t.objects[ok]
+	if listed {
+		// Occurrences inside the gap are not counted; the next live one
+		// must not be timed across it.
+		if w.LastSeen.After(st.last) {
+			st.last = w.LastSeen
+		}
+		st.lastLive = time.Time{}
+		t.objects[ok] = st
+		return res
+	}
+	res.Occurrences = added
+	t.counts[key] += uint64(added)
+	if added == 1 && !st.lastLive.IsZero() {
+		res.Interval = max(at.Sub(st.lastLive), 0)
+		ik := IntervalKey{Controller: key.Controller, Kind: key.Kind}
+		if w.Legacy && res.Interval >= LegacyRecorderLimit {
+			res.RecorderLimited = true
+			t.limited[ik]++
+		} else {
+			t.observeInterval(ik, res.Interval)
+		}
+	}
+	// Several occurrences in one write were batched by the recorder: their
+	// individual gaps are unknown, and none is observed.
+	st.last, st.lastLive = at, at
+	t.objects[ok] = st
+	return res
+}
+
+func (t *RetryTracker) observeInterval(k IntervalKey, d time.Duration) {
+	h := t.intervals[k]
+	if h == nil {
+		h = &IntervalHistogram{Counts: make([]uint64, len(RetryIntervalBuckets)+1)}
+		t.intervals[k] = h
+	}
+	s := d.Seconds()
+	i := 0
+	for i < len(RetryIntervalBuckets) && s > RetryIntervalBuckets[i] {
+		i++
+	}
+	h.Counts[i]++
+	h.Count++
+	h.Sum += s
+}
+
+// Delete forgets an Event (deleted, or expired after the API server's
+// --event-ttl). The object's last occurrence stays for the failing window.
+func (t *RetryTracker) Delete(uid string) { delete(t.events, uid) }
+
+// Counts returns the occurrences counted per label set. The map is the
+// tracker's own: read it under the caller's lock, do not keep it.
+func (t *RetryTracker) Counts() map[RetryKey]uint64 { return t.counts }
+
+// Intervals returns the interval histograms (the tracker's own).
+func (t *RetryTracker) Intervals() map[IntervalKey]*IntervalHistogram { return t.intervals }
+
+// RecorderLimited returns the gaps left out of the histograms as the legacy
+// recorder's doing (the tracker's own map).
+func (t *RetryTracker) RecorderLimited() map[IntervalKey]uint64 { return t.limited }
+
+// Failing returns the number of objects per label set whose last
+// occurrence is younger than the failing window at now, and forgets objects
+// whose last occurrence is older than the retention.
+func (t *RetryTracker) Failing(now time.Time) map[RetryKey]int {
+	out := map[RetryKey]int{}
+	for k, st := range t.objects {
+		age := now.Sub(st.last)
+		if age > t.cfg.Retention {
+			delete(t.objects, k)
+			continue
+		}
+		if age < t.cfg.FailingWindow {
+			out[k.key]++
+		}
+	}
+	return out
+}
+
+// Tracked returns the number of Event UIDs and objects held.
+func (t *RetryTracker) Tracked() (events, objects int) { return len(t.events), len(t.objects) }

@@ -1,0 +1,249 @@
+package tracker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var r0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// retryStep is one Event delivery in a retries timeline.
+type retryStep struct {
+	at     time.Duration // after r0
+	w      Warning
+	listed bool
+	del    bool
+	// want
+	occ      int
+	interval time.Duration
+	limited  bool
+}
+
+func quota(uid string, count int32) Warning {
+	return Warning{UID: uid, Controller: "replicaset-controller", Reason: "FailedCreate", Kind: "ReplicaSet", Object: "rs-1", Count: count, Legacy: true}
+}
+
+func sched(uid string, count int32) Warning {
+	return Warning{UID: uid, Controller: "default-scheduler", Reason: "FailedScheduling", Kind: "Pod", Object: "pod-1", Count: count}
+}
+
+func TestRetryTrackerTimelines(t *testing.T) {
+	s := time.Second
+	cases := []struct {
+		name  string
+		steps []retryStep
+		total uint64 // occurrences counted for the first retryStep's key
+	}{{
+		name: "legacy event counted per count increase, intervals between live occurrences",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 1), occ: 1},
+			{at: 1 * s, w: quota("e1", 2), occ: 1, interval: 1 * s},
+			{at: 3 * s, w: quota("e1", 3), occ: 1, interval: 2 * s},
+			{at: 7 * s, w: quota("e1", 4), occ: 1, interval: 4 * s},
+		},
+		total: 4,
+	}, {
+		name: "the same count again (another field written) counts nothing",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 1), occ: 1},
+			{at: 1 * s, w: quota("e1", 1)},
+		},
+		total: 1,
+	}, {
+		name: "distinct messages are distinct Events: the interval spans them (same object and reason)",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 1), occ: 1},
+			{at: 2 * s, w: quota("e2", 1), occ: 1, interval: 2 * s},
+		},
+		total: 2,
+	}, {
+		name: "initial list sets the baseline: nothing counted, the next live occurrence counts one and is not timed",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 7), listed: true},
+			{at: 5 * s, w: quota("e1", 8), occ: 1},
+			{at: 9 * s, w: quota("e1", 9), occ: 1, interval: 4 * s},
+		},
+		total: 2,
+	}, {
+		name: "relist after a gap: the gap's occurrences are not counted and no interval spans the gap",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 1), occ: 1},
+			{at: 1 * s, w: quota("e1", 2), occ: 1, interval: 1 * s},
+			{at: 60 * s, w: quota("e1", 5), listed: true},
+			{at: 61 * s, w: quota("e1", 6), occ: 1},
+		},
+		total: 3,
+	}, {
+		name: "a relist with unchanged counts changes nothing",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 3), occ: 3},
+			{at: 10 * s, w: quota("e1", 3), listed: true},
+			{at: 11 * s, w: quota("e1", 4), occ: 1, interval: 11 * s},
+		},
+		total: 4,
+	}, {
+		name: "Event expired and recreated (new UID) counts from 1",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 20), listed: true},
+			{at: 1 * s, del: true, w: quota("e1", 0)},
+			{at: 2 * s, w: quota("e1b", 1), occ: 1},
+		},
+		total: 1,
+	}, {
+		name: "batched write (count +3 at once, events.k8s.io heartbeat): counted, not timed",
+		steps: []retryStep{
+			{at: 0, w: sched("s1", 1), occ: 1},
+			{at: 1 * s, w: sched("s1", 2), occ: 1, interval: 1 * s},
+			{at: 1801 * s, w: sched("s1", 5), occ: 3},
+		},
+		total: 5,
+	}, {
+		name: "legacy gap of 300 s or more is the recorder's spam filter: counted apart",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 25), occ: 25},
+			{at: 300 * s, w: quota("e1", 26), occ: 1, interval: 300 * s, limited: true},
+			{at: 310 * s, w: quota("e1", 27), occ: 1, interval: 10 * s},
+		},
+		total: 27,
+	}, {
+		name: "events.k8s.io gap of 300 s is the controller's own: observed",
+		steps: []retryStep{
+			{at: 0, w: sched("s1", 1), occ: 1},
+			{at: 300 * s, w: sched("s1", 2), occ: 1, interval: 300 * s},
+		},
+		total: 2,
+	}, {
+		name: "a count without series (0) is one occurrence",
+		steps: []retryStep{
+			{at: 0, w: sched("s1", 0), occ: 1},
+		},
+		total: 1,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+			var key RetryKey
+			for i, st := range c.steps {
+				if st.del {
+					tr.Delete(st.w.UID)
+					continue
+				}
+				res := tr.Observe(st.w, r0.Add(st.at), st.listed)
+				if i == 0 {
+					key = res.Key
+				}
+				if res.Occurrences != st.occ || res.Interval != st.interval || res.RecorderLimited != st.limited {
+					t.Errorf("retryStep %d (+%v %s count %d listed=%v): got occ %d interval %v limited %v, want %d %v %v",
+						i, st.at, st.w.UID, st.w.Count, st.listed, res.Occurrences, res.Interval, res.RecorderLimited, st.occ, st.interval, st.limited)
+				}
+			}
+			if got := tr.Counts()[key]; got != c.total {
+				t.Errorf("total %v = %d, want %d", key, got, c.total)
+			}
+		})
+	}
+}
+
+func TestRetryIntervalHistogram(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	// Back-off doubling from 0.5 s: 0.5 1 2 4 8 16 32 64 128 s.
+	at := r0
+	tr.Observe(quota("e1", 1), at, false)
+	gap := 500 * time.Millisecond
+	for n := int32(2); n <= 10; n++ {
+		at = at.Add(gap)
+		tr.Observe(quota("e1", n), at, false)
+		gap *= 2
+	}
+	h := tr.Intervals()[IntervalKey{"replicaset-controller", "ReplicaSet"}]
+	if h == nil {
+		t.Fatal("no histogram")
+	}
+	// buckets 1 2 5 10 30 60 120 300 600 1800 +Inf
+	want := []uint64{2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}
+	for i := range want {
+		if h.Counts[i] != want[i] {
+			t.Errorf("bucket %d: got %d, want %d (all %v)", i, h.Counts[i], want[i], h.Counts)
+		}
+	}
+	if h.Count != 9 || h.Sum != 255.5 {
+		t.Errorf("count %d sum %v, want 9 and 255.5", h.Count, h.Sum)
+	}
+}
+
+func TestRetryFailingWindow(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	k := RetryKey{"replicaset-controller", "FailedCreate", "ReplicaSet"}
+	tr.Observe(quota("e1", 1), r0, false)
+	w2 := quota("e2", 1)
+	w2.Object = "rs-2"
+	tr.Observe(w2, r0.Add(5*time.Minute), false)
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{{5 * time.Minute, 2}, {10*time.Minute - time.Nanosecond, 2}, {10 * time.Minute, 1}, {15 * time.Minute, 0}} {
+		if got := tr.Failing(r0.Add(c.at))[k]; got != c.want {
+			t.Errorf("+%v: failing %d, want %d", c.at, got, c.want)
+		}
+	}
+	// A listed Event makes its object failing from its own API time
+	// (restart: the state is recovered, nothing is counted).
+	tr2 := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	w := quota("e1", 4)
+	w.LastSeen = r0.Add(-9 * time.Minute)
+	tr2.Observe(w, r0, true)
+	if got := tr2.Failing(r0)[k]; got != 1 {
+		t.Errorf("listed, last seen 9 min ago: failing %d, want 1", got)
+	}
+	if got := tr2.Failing(r0.Add(time.Minute))[k]; got != 0 {
+		t.Errorf("listed, last seen 10 min ago: failing %d, want 0", got)
+	}
+	if n := tr2.Counts()[k]; n != 0 {
+		t.Errorf("listed counted %d", n)
+	}
+	// Retention forgets the object.
+	if _, objs := tr.Tracked(); objs != 2 {
+		t.Fatalf("objects %d, want 2", objs)
+	}
+	tr.Failing(r0.Add(2 * time.Hour))
+	if _, objs := tr.Tracked(); objs != 0 {
+		t.Errorf("objects after retention %d, want 0", objs)
+	}
+}
+
+func TestRetryLabelFold(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: time.Minute, MaxReasons: 2})
+	obs := func(uid, reason string) RetryKey {
+		w := sched(uid, 1)
+		w.Reason = reason
+		return tr.Observe(w, r0, false).Key
+	}
+	if k := obs("a", "A"); k.Reason != "A" {
+		t.Errorf("first reason: %q", k.Reason)
+	}
+	if k := obs("b", "B"); k.Reason != "B" {
+		t.Errorf("second reason: %q", k.Reason)
+	}
+	if k := obs("c", "C"); k.Reason != RetryOther {
+		t.Errorf("third reason beyond maxReasons 2: %q, want other", k.Reason)
+	}
+	if k := obs("d", "A"); k.Reason != "A" {
+		t.Errorf("known reason after the cap: %q", k.Reason)
+	}
+	tr2 := NewRetryTracker(RetryConfig{FailingWindow: time.Minute, MaxReasons: 100})
+	for _, bad := range []string{strings.Repeat("x", 129), "bad\xffutf8"} {
+		w := sched("h"+bad, 1)
+		w.Reason, w.Kind, w.Controller = bad, bad, bad
+		k := tr2.Observe(w, r0, false).Key
+		if k != (RetryKey{RetryOther, RetryOther, RetryOther}) {
+			t.Errorf("hostile value %q: key %+v", bad[:10], k)
+		}
+	}
+	// The key of a known UID stays what it was first folded to.
+	w := sched("a", 2)
+	w.Reason = "Changed"
+	if k := tr.Observe(w, r0.Add(time.Second), false).Key; k.Reason != "A" {
+		t.Errorf("known UID re-keyed to %q", k.Reason)
+	}
+}
