@@ -26,11 +26,16 @@ const (
 	Endpoints = "endpoints"
 	Watch     = "watch"
 	Resources = "resources"
+	// Webhooks audits admission webhook configurations.
+	Webhooks = "webhooks"
+	// AdmissionProbes sends dry-run writes; it reads nothing unless
+	// admissionProbes lists probes.
+	AdmissionProbes = "admission_probes"
 )
 
 // KnownCollectors lists every collector name the file may mention, in the
 // order they are started.
-var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources}
+var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Webhooks, AdmissionProbes}
 
 // Namespace label modes.
 const (
@@ -60,6 +65,11 @@ type Config struct {
 	// Resources lists the custom resources the resources collector tracks
 	// (none by default).
 	Resources []Resource `yaml:"resources"`
+	// Webhooks configures the admission webhook audit.
+	Webhooks WebhookAudit `yaml:"webhooks"`
+	// AdmissionProbes lists dry-run writes that time the admission chain
+	// (none by default).
+	AdmissionProbes []AdmissionProbe `yaml:"admissionProbes"`
 }
 
 // CollectorConfig is one collector's settings.
@@ -237,6 +247,7 @@ func (c *Config) validate(pos positions) error {
 		add(pos.line("stall", "seriesLimit"), "stall.seriesLimit: must be positive, got %d (it caps the per-object stalled series of each collector)", c.Stall.SeriesLimit)
 	}
 	c.validateResources(pos, add)
+	c.validateWebhooks(pos, add)
 	if len(errs) > 0 {
 		// One line: the error ends up as a single slog attribute.
 		return errors.New(strings.Join(errs, "; "))
