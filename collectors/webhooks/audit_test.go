@@ -87,14 +87,16 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}
 	podsCreate := []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.Create}, []string{""}, []string{"pods"})}
 	for _, tc := range []struct {
-		finding      string
+		finding       string
 		trigger, twin func(w *Webhook, p *Policy, c *Cluster)
 	}{
 		{TimeoutTooLong,
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Timeout = 11 * time.Second },
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Timeout = 10 * time.Second }},
 		{Unscoped,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector, w.ObjectSelector = everything, everything },
+			func(w *Webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector, w.ObjectSelector = everything, everything
+			},
 			func(w *Webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector, w.ObjectSelector, w.MatchConditions = everything, everything, 1
 			}},
@@ -137,7 +139,9 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 			}},
 		{SelfBlocking,
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules, w.NamespaceSelector = podsCreate, notKubeSystem },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules, w.NamespaceSelector, w.FailurePolicy = podsCreate, notKubeSystem, "Ignore" }},
+			func(w *Webhook, _ *Policy, _ *Cluster) {
+				w.Rules, w.NamespaceSelector, w.FailurePolicy = podsCreate, notKubeSystem, "Ignore"
+			}},
 		{SelfBlocking, // pods/status updates do not create pods
 			func(w *Webhook, _ *Policy, _ *Cluster) {
 				w.Rules = []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.OperationAll}, []string{"*"}, []string{"*/*"})}
