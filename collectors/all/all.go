@@ -11,6 +11,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/webhooks"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
@@ -45,6 +46,7 @@ func Collectors(o Options) []collectors.Collector {
 		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
 		endpoints.New(o.Config, o.Logger, o.Now),
 		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
+		webhooks.New(o.Config, o.Logger, o.Now),
 	}
 }
 
