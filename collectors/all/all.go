@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
@@ -47,6 +48,7 @@ func Collectors(o Options) []collectors.Collector {
 		endpoints.New(o.Config, o.Logger, o.Now),
 		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		webhooks.New(o.Config, o.Logger, o.Now),
+		admissionprobes.New(o.Config, o.Logger),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Webhook types, the `type` label: the API server's own metrics say "admit"
@@ -331,4 +332,28 @@ func EarliestExpiry(bundle []byte) (time.Time, error) {
 		return time.Time{}, errors.New("caBundle holds no PEM certificate")
 	}
 	return earliest, nil
+}
+
+// Matches reports whether w may be called for req on an object with
+// objLabels in a namespace with nsLabels. matchConditions (CEL) are not
+// evaluated: a webhook that has them is a possible match.
+func (w Webhook) Matches(req Request, nsLabels, objLabels map[string]string) bool {
+	return RulesMatch(w.Rules, req) && selects(w.NamespaceSelector, nsLabels) && selects(w.ObjectSelector, objLabels)
+}
+
+// List returns the webhooks of the configurations in two informers' stores
+// (validating, mutating).
+func List(validating, mutating cache.Store) []Webhook {
+	var out []Webhook
+	for _, o := range validating.List() {
+		if v, ok := o.(*admissionv1.ValidatingWebhookConfiguration); ok {
+			out = append(out, FromValidating(v)...)
+		}
+	}
+	for _, o := range mutating.List() {
+		if m, ok := o.(*admissionv1.MutatingWebhookConfiguration); ok {
+			out = append(out, FromMutating(m)...)
+		}
+	}
+	return out
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -124,7 +123,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	cl := c.cluster()
 	now := c.now()
-	for _, w := range c.webhooks() {
+	for _, w := range List(c.validating.GetStore(), c.mutating.GetStore()) {
 		a := Evaluate(w, cl, c.policy, now)
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1,
 			w.Configuration, w.Name, w.Type, w.FailurePolicy, w.SideEffects, w.MatchPolicy, w.ReinvocationPolicy, w.Client())
@@ -139,22 +138,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(findingDesc, prometheus.GaugeValue, 1, w.Configuration, w.Name, w.Type, f)
 		}
 	}
-}
-
-// webhooks returns every webhook in the informers' caches.
-func (c *Collector) webhooks() []Webhook {
-	var out []Webhook
-	for _, o := range c.validating.GetStore().List() {
-		if v, ok := o.(*admissionv1.ValidatingWebhookConfiguration); ok {
-			out = append(out, FromValidating(v)...)
-		}
-	}
-	for _, o := range c.mutating.GetStore().List() {
-		if m, ok := o.(*admissionv1.MutatingWebhookConfiguration); ok {
-			out = append(out, FromMutating(m)...)
-		}
-	}
-	return out
 }
 
 // logCAOnce logs an unusable caBundle once per webhook and bundle content.

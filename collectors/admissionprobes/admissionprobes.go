@@ -1,0 +1,309 @@
+// Package admissionprobes times the admission chain from outside: each
+// configured probe sends one dry-run write (dryRun=All) at its interval and
+// records how long the API server took and how it answered. A dry-run
+// request goes through every mutating and validating webhook whose
+// sideEffects is None or NoneOnDryRun, and is never stored. Nothing is
+// probed unless the config file lists admissionProbes, so by default the
+// collector reads nothing and needs no RBAC.
+package admissionprobes
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/webhooks"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+)
+
+// Name is the collector's name in the config file and the collector label.
+const Name = config.AdmissionProbes
+
+// AnnotationProbe is set on the object an UPDATE probe sends, so that the
+// update changes something (the request is a dry run: nothing is stored).
+const AnnotationProbe = "kube-convergence.io/admission-probe"
+
+// Buckets: 0.005 s to 30 s, with 0.5×, 0.8× and 1× of the webhook timeouts
+// 1, 2, 5, 10, 15 and 30 s, so a rule can ask "how many probes took more
+// than half of, or close to, the timeout" with an existing le bucket.
+var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8, 1, 1.6, 2, 2.5, 4, 5, 7.5, 8, 10, 12, 15, 24, 30}
+
+var webhooksDesc = prometheus.NewDesc("kube_convergence_admission_probe_webhooks",
+	"1 for each admission webhook an admission probe's request matches by its rules, namespaceSelector (on the live Namespace's labels) and objectSelector (on the probe object's labels); webhooks with matchConditions are listed as possible matches. A probe's duration is about the sum of these webhooks' latencies.",
+	[]string{"probe", "configuration", "webhook", "type"}, nil)
+
+// Collector runs the configured probes.
+type Collector struct {
+	probes []config.AdmissionProbe
+	logger *slog.Logger
+
+	duration *prometheus.HistogramVec
+	results  *prometheus.CounterVec
+
+	mu                              sync.Mutex // guards the informers, set by Start
+	validating, mutating, namespace cache.SharedIndexInformer
+	resolved                        map[string]schema.GroupVersionResource // probe name -> resource
+}
+
+// New returns the admission_probes collector.
+func New(cfg *config.Config, logger *slog.Logger) *Collector {
+	return &Collector{
+		probes: cfg.AdmissionProbes,
+		logger: logger.With("collector", Name),
+		duration: prometheus.NewHistogramVec(latency.HistogramOpts(
+			"kube_convergence_admission_probe_duration_seconds",
+			"Duration of an admission probe's dry-run request (dryRun=All) as the exporter saw it: the API server's whole handling, admission webhooks included, plus the round trip. Every answer is observed, denials and timeouts too.",
+			Buckets), []string{"probe"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kube_convergence_admission_probe_results_total",
+			Help: "Admission probe requests by result: allowed (2xx); denied (an admission webhook's, a ValidatingAdmissionPolicy's or a built-in admission plugin's refusal); timeout (a webhook call's deadline under failurePolicy Fail, a 504, or the probe's own timeout); error (anything else, RBAC 403 and unserved resources included; logged once per probe until the next success).",
+		}, []string{"probe", "result"}),
+		resolved: map[string]schema.GroupVersionResource{},
+	}
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return Name }
+
+// Resources implements collectors.Collector: the webhook configurations
+// and Namespaces the probes are matched against, none without probes. The
+// write verbs on the probed resources are granted by the
+// admission-probes kustomize component, not checked here.
+func (c *Collector) Resources() []informers.Resource {
+	if len(c.probes) == 0 {
+		return nil
+	}
+	return []informers.Resource{informers.ValidatingWebhookConfigurations, informers.MutatingWebhookConfigurations, informers.Namespaces}
+}
+
+// Register implements collectors.Collector.
+func (c *Collector) Register(reg prometheus.Registerer) error {
+	for _, m := range []prometheus.Collector{c.duration, c.results, c} {
+		if err := reg.Register(m); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.probes {
+		c.duration.WithLabelValues(p.Name)
+		for _, r := range Results {
+			c.results.WithLabelValues(p.Name, r)
+		}
+	}
+	return nil
+}
+
+// Start implements collectors.Collector: one goroutine per probe, each
+// with its own timer and deadline.
+func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+	if len(c.probes) == 0 {
+		return nil
+	}
+	infs := make([]cache.SharedIndexInformer, 0, 3)
+	for _, r := range c.Resources() {
+		inf, err := f.Informer(r)
+		if err != nil {
+			return fmt.Errorf("admission_probes: %w", err)
+		}
+		infs = append(infs, inf)
+	}
+	client, dyn := f.Clients()
+	if client == nil || dyn == nil {
+		return fmt.Errorf("admission_probes: no API client")
+	}
+	c.mu.Lock()
+	c.validating, c.mutating, c.namespace = infs[0], infs[1], infs[2]
+	c.mu.Unlock()
+	for _, p := range c.probes {
+		r := &runner{c: c, p: p, dyn: dyn, disco: client.Discovery()}
+		go r.loop(ctx)
+	}
+	return nil
+}
+
+// runner is one probe's loop.
+type runner struct {
+	c      *Collector
+	p      config.AdmissionProbe
+	dyn    dynamic.Interface
+	disco  discovery.DiscoveryInterface
+	gvr    *schema.GroupVersionResource
+	logged bool // an error was logged since the last success
+}
+
+func (r *runner) loop(ctx context.Context) {
+	t := time.NewTicker(time.Duration(r.p.Interval))
+	defer t.Stop()
+	for {
+		r.once(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *runner) once(ctx context.Context) {
+	if r.gvr == nil {
+		gvr, err := resolve(r.disco, r.p)
+		if err != nil {
+			r.c.results.WithLabelValues(r.p.Name, Error).Inc()
+			r.logOnce("admission probe resource not served", err)
+			return
+		}
+		r.gvr = &gvr
+		r.c.mu.Lock()
+		r.c.resolved[r.p.Name] = gvr
+		r.c.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.p.Timeout))
+	defer cancel()
+	d, err := r.send(ctx)
+	if ctx.Err() != nil && err != nil && strings.Contains(err.Error(), "context canceled") {
+		return // shutting down
+	}
+	res := Classify(err)
+	r.c.duration.WithLabelValues(r.p.Name).Observe(d.Seconds())
+	r.c.results.WithLabelValues(r.p.Name, res).Inc()
+	switch res {
+	case Error:
+		r.logOnce("admission probe failed", err)
+	case Allowed:
+		r.logged = false
+	}
+}
+
+func (r *runner) logOnce(msg string, err error) {
+	if r.logged {
+		return
+	}
+	r.logged = true
+	r.c.logger.Warn(msg, "probe", r.p.Name, "resource", r.p.Resource, "namespace", r.p.Namespace, "operation", r.p.Operation, "err", err)
+}
+
+// send sends the dry-run request and returns how long it took. An UPDATE
+// first reads the object (not timed).
+func (r *runner) send(ctx context.Context) (time.Duration, error) {
+	ri := r.dyn.Resource(*r.gvr).Namespace(r.p.Namespace)
+	dry := []string{metav1.DryRunAll}
+	name := r.p.ObjectName()
+	var start time.Time
+	var err error
+	switch r.p.Operation {
+	case config.OperationCreate:
+		obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(r.p.Object)}
+		obj.SetNamespace(r.p.Namespace)
+		start = time.Now()
+		_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: dry})
+	case config.OperationUpdate:
+		var cur *unstructured.Unstructured
+		cur, err = ri.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("get %s for update: %w", name, err)
+		}
+		ann := cur.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationProbe] = time.Now().UTC().Format(time.RFC3339Nano)
+		cur.SetAnnotations(ann)
+		start = time.Now()
+		_, err = ri.Update(ctx, cur, metav1.UpdateOptions{DryRun: dry})
+	case config.OperationDelete:
+		start = time.Now()
+		err = ri.Delete(ctx, name, metav1.DeleteOptions{DryRun: dry})
+	default:
+		return 0, fmt.Errorf("unknown operation %q", r.p.Operation)
+	}
+	return time.Since(start), err
+}
+
+// resolve finds the version the API server prefers for the probe's group
+// and checks that it serves the resource, namespaced.
+func resolve(d discovery.DiscoveryInterface, p config.AdmissionProbe) (schema.GroupVersionResource, error) {
+	group, resource := p.GroupResource()
+	version := "v1"
+	if group != "" {
+		groups, err := d.ServerGroups()
+		if err != nil {
+			return schema.GroupVersionResource{}, fmt.Errorf("discovery: %w", err)
+		}
+		version = ""
+		for _, g := range groups.Groups {
+			if g.Name == group {
+				version = g.PreferredVersion.Version
+			}
+		}
+		if version == "" {
+			return schema.GroupVersionResource{}, fmt.Errorf("API group %q is not served", group)
+		}
+	}
+	gv := schema.GroupVersion{Group: group, Version: version}
+	list, err := d.ServerResourcesForGroupVersion(gv.String())
+	if err != nil {
+		return schema.GroupVersionResource{}, fmt.Errorf("discovery of %s: %w", gv, err)
+	}
+	for _, res := range list.APIResources {
+		if res.Name == resource {
+			if !res.Namespaced {
+				return schema.GroupVersionResource{}, fmt.Errorf("%s is cluster-scoped; probes write namespaced resources", p.Resource)
+			}
+			return gv.WithResource(resource), nil
+		}
+	}
+	return schema.GroupVersionResource{}, fmt.Errorf("resource %s is not served in %s", p.Resource, gv)
+}
+
+// Describe implements prometheus.Collector (the matched-webhooks family).
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- webhooksDesc }
+
+// MetricType implements metricdoc.Typed.
+func (c *Collector) MetricType(string) string { return "gauge" }
+
+// Collect implements prometheus.Collector: the webhooks each probe's
+// request matches, from the current configurations.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.validating == nil {
+		return
+	}
+	hooks := webhooks.List(c.validating.GetStore(), c.mutating.GetStore())
+	for _, p := range c.probes {
+		group, resource := p.GroupResource()
+		version := "v1"
+		if gvr, ok := c.resolved[p.Name]; ok {
+			version = gvr.Version
+		} else if gv, err := schema.ParseGroupVersion(fmt.Sprint(p.Object["apiVersion"])); err == nil {
+			version = gv.Version
+		}
+		req := webhooks.Request{Operation: admissionOp(p.Operation), Group: group, Version: version, Resource: resource, Namespaced: true}
+		nsLabels := map[string]string{corev1.LabelMetadataName: p.Namespace}
+		if o, ok, err := c.namespace.GetStore().GetByKey(p.Namespace); err == nil && ok {
+			if ns, ok := o.(*corev1.Namespace); ok {
+				nsLabels = ns.Labels
+			}
+		}
+		objLabels := p.ObjectLabels()
+		for _, w := range hooks {
+			if w.Matches(req, nsLabels, objLabels) {
+				ch <- prometheus.MustNewConstMetric(webhooksDesc, prometheus.GaugeValue, 1, p.Name, w.Configuration, w.Name, w.Type)
+			}
+		}
+	}
+}
