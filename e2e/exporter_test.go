@@ -76,8 +76,12 @@ func TestForbiddenResourceDisablesCollector(t *testing.T) {
 	if !strings.Contains(body, "collector rollouts: disabled (forbidden by RBAC") {
 		t.Errorf("/readyz does not name the forbidden collector:\n%s", body)
 	}
-	if v, ok := value(e.scrape(), "kube_convergence_collector_up", map[string]string{"collector": "rollouts"}); !ok || v != 0 {
-		t.Errorf("collector_up{rollouts} = %v (found %v), want 0", v, ok)
+	// webhooks reads endpointslices too (no_ready_endpoints).
+	mfs := e.scrape()
+	for _, c := range []string{"rollouts", "webhooks"} {
+		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != 0 {
+			t.Errorf("collector_up{%s} = %v (found %v), want 0", c, v, ok)
+		}
 	}
 	logs := e.logs.String()
 	if !strings.Contains(logs, "RBAC forbids list/watch") || !strings.Contains(logs, "endpointslices.discovery.k8s.io") {
