@@ -50,6 +50,7 @@ func All() []Dashboard {
 		{UID: "kce-pods-endpoints", Title: "Kubernetes convergence / Pods and endpoints", build: podsAndEndpoints},
 		{UID: "kce-watch", Title: "Kubernetes convergence / Watch health", build: watchHealth},
 		{UID: "kce-exporter", Title: "Kubernetes convergence / Exporter", build: exporterHealth},
+		{UID: "kce-webhooks", Title: "Kubernetes convergence / Admission webhooks", build: webhooksBoard},
 	}
 }
 
