@@ -362,3 +362,65 @@ func bucketCount(mfs map[string]*dto.MetricFamily, probe string, le float64) uin
 	}
 	return 0
 }
+
+// KubeConvergenceWebhookNearTimeout on a real Prometheus scraping the real
+// API server and exporter: a webhook sleeping 6 s with a 10 s timeout is
+// slower than half its timeout (bucket 2.5 s) on every call, one sleeping
+// 0.2 s never is. A second configuration names the slow webhook alike;
+// no rule fails to evaluate. The alert's `for: 5m` is pinned by promtool
+// (rules/tests/webhooks.test.yml); here it is seen pending, so the test
+// takes seconds, not minutes.
+func TestWebhookNearTimeoutAlert(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := startWebhookServer(t)
+	ns := namespace(t, "wh-near")
+	slow := func(name, path string, match string) admissionv1.ValidatingWebhook {
+		h := hook(name, ns, srv, path)
+		h.Rules = []admissionv1.RuleWithOperations{rule(admissionv1.Create, "", "configmaps")}
+		h.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"probe": match}}
+		h.TimeoutSeconds = ptr.To[int32](10)
+		return h
+	}
+	validating(t, ns+"-a", slow("near.kce.test", "/sleep/6s", "near"), slow("quick.kce.test", "/sleep/200ms", "quick"))
+	// Same webhook name in another configuration, matching nothing.
+	validating(t, ns+"-b", slow("near.kce.test", "/sleep/6s", "nothing"))
+
+	var doc strings.Builder
+	doc.WriteString("admissionProbes:\n")
+	for _, p := range []string{"near", "quick"} {
+		fmt.Fprintf(&doc, "  - name: %s\n    resource: configmaps\n    namespace: %s\n    operation: CREATE\n    interval: 1s\n    timeout: 15s\n"+
+			"    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: probe-%s, labels: {probe: %s}}}\n", p, ns, p, p)
+	}
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, doc.String()))
+	e.waitReady(60 * time.Second)
+	addr := strings.TrimPrefix(e.url, "http://")
+	prom := startPrometheus(ctx, t, sandbox.PrometheusOptions{
+		Targets:   []sandbox.ScrapeTarget{apiServerTarget(t), {Job: "kube-convergence-exporter", Addr: addr, Extra: map[string]any{"honor_labels": true}}},
+		RuleFiles: []string{"../rules/kube-convergence-webhooks.rules.yml"},
+	})
+	if _, err := prom.WaitFor(ctx, `ALERTS{alertname="KubeConvergenceWebhookNearTimeout", webhook="near.kce.test", type="validating"}`,
+		func(v model.Vector) bool { return len(v) == 1 }, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// quick has been called and judged (its ratio exists) and is not near.
+	v, err := prom.WaitFor(ctx, `webhook_type:apiserver_admission_webhook_slow_calls:ratio_rate10m{webhook="quick.kce.test"}`,
+		func(v model.Vector) bool { return len(v) == 1 }, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0].Value != 0 {
+		t.Errorf("quick.kce.test slow ratio = %v, want 0", v[0].Value)
+	}
+	near, err := prom.Query(ctx, `webhook_type:apiserver_admission_webhook_slow_calls:ratio_rate10m{webhook="near.kce.test"}`)
+	if err != nil || len(near) != 1 || near[0].Value != 1 {
+		t.Errorf("near.kce.test slow ratio = %v (%v), want 1", near, err)
+	}
+	if n := count(ctx, t, prom, `count(ALERTS{alertname="KubeConvergenceWebhookNearTimeout", webhook="quick.kce.test"})`); n != 0 {
+		t.Errorf("quick.kce.test has %d NearTimeout alerts", n)
+	}
+	if f, err := prom.RuleEvaluationFailures(ctx); err != nil || f != 0 {
+		t.Errorf("rule evaluation failures = %v (%v), want 0", f, err)
+	}
+}
