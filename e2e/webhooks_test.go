@@ -369,7 +369,8 @@ func bucketCount(mfs map[string]*dto.MetricFamily, probe string, le float64) uin
 // 0.2 s never is. A second configuration names the slow webhook alike;
 // no rule fails to evaluate. The alert's `for: 5m` is pinned by promtool
 // (rules/tests/webhooks.test.yml); here it is seen pending, so the test
-// takes seconds, not minutes.
+// takes seconds, not minutes. The exporter's own kube_convergence_webhook_slow_ratio
+// (webhooks.apiServerMetrics) reads 1 and 0 for the same webhooks.
 func TestWebhookNearTimeoutAlert(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -387,8 +388,10 @@ func TestWebhookNearTimeoutAlert(t *testing.T) {
 	// Same webhook name in another configuration, matching nothing.
 	validating(t, ns+"-b", slow("near.kce.test", "/sleep/6s", "nothing"))
 
+	// The exporter also reads the API server's histogram itself
+	// (apiServerMetrics) every 7 s: at least one 6 s call per interval.
 	var doc strings.Builder
-	doc.WriteString("admissionProbes:\n")
+	doc.WriteString("webhooks:\n  apiServerMetrics: {enabled: true, interval: 7s}\nadmissionProbes:\n")
 	for _, p := range []string{"near", "quick"} {
 		fmt.Fprintf(&doc, "  - name: %s\n    resource: configmaps\n    namespace: %s\n    operation: CREATE\n    interval: 1s\n    timeout: 15s\n"+
 			"    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: probe-%s, labels: {probe: %s}}}\n", p, ns, p, p)
@@ -423,4 +426,11 @@ func TestWebhookNearTimeoutAlert(t *testing.T) {
 	if f, err := prom.RuleEvaluationFailures(ctx); err != nil || f != 0 {
 		t.Errorf("rule evaluation failures = %v (%v), want 0", f, err)
 	}
+	// The exporter's own reading agrees: every near call slow, no quick one.
+	eventually(t, 40*time.Second, "kube_convergence_webhook_slow_ratio of near and quick", func() (bool, string) {
+		mfs := e.scrape()
+		n, okN := value(mfs, "kube_convergence_webhook_slow_ratio", map[string]string{"webhook": "near.kce.test", "type": "validating"})
+		q, okQ := value(mfs, "kube_convergence_webhook_slow_ratio", map[string]string{"webhook": "quick.kce.test", "type": "validating"})
+		return okN && okQ && n == 1 && q == 0, fmt.Sprintf("near %v (%v), quick %v (%v)", n, okN, q, okQ)
+	})
 }

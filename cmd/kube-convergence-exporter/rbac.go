@@ -15,7 +15,8 @@ const rbacHeader = `# ClusterRole printed by "kube-convergence-exporter rbac": l
 # every resource the collectors enabled by the configuration read, the
 # configured custom resources and their CRDs included. No get: the
 # collectors read through their informers' caches. Admission probes, if
-# configured, add a Role per probed namespace after it.
+# configured, add a Role per probed namespace after it, and
+# webhooks.apiServerMetrics a ClusterRole for the API server's /metrics.
 `
 
 // addRBACCommand adds `rbac`, which prints the ClusterRole the exporter
@@ -47,6 +48,7 @@ func addRBACCommand(app *kingpin.Application) (dispatch func(cmd string, stdout,
 			return true, 1
 		}
 		out = append(out, roles...)
+		out = append(out, manifests.APIServerMetricsRole(cfg)...)
 		if _, err := stdout.Write(out); err != nil {
 			fmt.Fprintln(stderr, err)
 			return true, 1

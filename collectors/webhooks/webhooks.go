@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -43,6 +44,9 @@ var (
 	caExpiryDesc = prometheus.NewDesc("kube_convergence_webhook_ca_bundle_expiry_timestamp_seconds",
 		"Earliest NotAfter (Unix seconds) among the certificates in an admission webhook's clientConfig.caBundle. Absent when the bundle is empty (system roots) or holds no parsable PEM certificate (logged once).",
 		[]string{"configuration", "webhook", "type"}, nil)
+	slowDesc = prometheus.NewDesc("kube_convergence_webhook_slow_ratio",
+		"Share of an admission webhook's calls between the last two reads of the API server's apiserver_admission_webhook_admission_duration_seconds (every webhooks.apiServerMetrics.interval) that took longer than the largest API server bucket at or below half of its timeoutSeconds; type admit is mutating. Only with webhooks.apiServerMetrics.enabled (needs get on the non-resource URL /metrics); exact only with one API server replica, since each read reaches one replica.",
+		[]string{"webhook", "type"}, nil)
 	findingDesc = prometheus.NewDesc("kube_convergence_webhook_findings",
 		"1 while an admission webhook has a risky configuration, absent otherwise. finding: timeout_too_long, unscoped, fail_closed_unscoped, matches_kube_system, matches_own_namespace, self_blocking, wildcard_resources, wildcard_operations, dry_run_unsafe, no_ready_endpoints, ca_bundle_expiring (docs/webhooks.md gives each one's meaning and remedy).",
 		[]string{"configuration", "webhook", "type", "finding"}, nil)
@@ -55,9 +59,10 @@ type Collector struct {
 	now    func() time.Time
 	policy Policy
 
-	mu                                             sync.Mutex // guards the informers (set by Start) and logged
+	mu                                             sync.Mutex // guards the informers (set by Start), logged and slow
 	validating, mutating, namespaces, svcs, slices cache.SharedIndexInformer
-	logged                                         map[string]bool // caBundle errors already logged, by webhook and bundle hash
+	logged                                         map[string]bool     // caBundle errors already logged, by webhook and bundle hash
+	slow                                           map[hookKey]float64 // slow ratios of the last interval (apiServerMetrics)
 }
 
 // New returns the webhooks collector.
@@ -87,9 +92,10 @@ func (c *Collector) Resources() []informers.Resource {
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error { return reg.Register(c) }
 
-// Start implements collectors.Collector: it only takes the shared informers;
-// the audit runs at scrape time on their caches.
-func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+// Start implements collectors.Collector: it takes the shared informers (the
+// audit runs at scrape time on their caches) and, with
+// webhooks.apiServerMetrics.enabled, starts reading the API server's metrics.
+func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	infs := make([]cache.SharedIndexInformer, 0, 5)
 	for _, r := range c.Resources() {
 		inf, err := f.Informer(r)
@@ -101,12 +107,71 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.validating, c.mutating, c.namespaces, c.svcs, c.slices = infs[0], infs[1], infs[2], infs[3], infs[4]
+	if c.cfg.Webhooks.APIServerMetrics.Enabled {
+		client, _ := f.Clients()
+		if client == nil {
+			return fmt.Errorf("webhooks: apiServerMetrics: no API client")
+		}
+		go c.readSlowRatios(ctx, client.CoreV1().RESTClient(), c.cfg.APIServerMetricsInterval())
+	}
 	return nil
+}
+
+// readSlowRatios reads the API server's webhook histogram every interval
+// and keeps the slow ratios of the last interval. A failed read (403
+// without get on /metrics) is logged once until the next success and
+// leaves no ratios.
+func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var prev map[hookKey]histogram
+	failing := false
+	for {
+		cur, err := readAPIServerMetrics(ctx, rc)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				c.logger.Warn("cannot read the API server's webhook latency (webhooks.apiServerMetrics): no slow ratios", "err", err)
+			}
+			failing, prev = true, nil
+			c.mu.Lock()
+			c.slow = nil
+			c.mu.Unlock()
+		default:
+			failing = false
+			c.mu.Lock()
+			if prev != nil && c.validating != nil {
+				c.slow = SlowRatios(prev, cur, c.timeouts())
+			}
+			c.mu.Unlock()
+			prev = cur
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// timeouts is the largest timeout per webhook name and type: the API
+// server's metrics cannot tell configurations apart. Call with c.mu held.
+func (c *Collector) timeouts() map[hookKey]time.Duration {
+	out := map[hookKey]time.Duration{}
+	for _, w := range List(c.validating.GetStore(), c.mutating.GetStore()) {
+		k := hookKey{w.Name, w.Type}
+		if w.Timeout > out[k] {
+			out[k] = w.Timeout
+		}
+	}
+	return out
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{infoDesc, timeoutDesc, caExpiryDesc, findingDesc} {
+	for _, d := range []*prometheus.Desc{infoDesc, timeoutDesc, caExpiryDesc, findingDesc, slowDesc} {
 		ch <- d
 	}
 }
@@ -120,6 +185,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	if c.validating == nil {
 		return
+	}
+	for k, r := range c.slow {
+		ch <- prometheus.MustNewConstMetric(slowDesc, prometheus.GaugeValue, r, k.Webhook, k.Type)
 	}
 	cl := c.cluster()
 	now := c.now()

@@ -96,3 +96,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// APIServerMetricsRoleName names the ClusterRole that lets the webhooks
+// collector read the API server's /metrics (webhooks.apiServerMetrics).
+const APIServerMetricsRoleName = "kube-convergence-exporter-apiserver-metrics"
+
+// APIServerMetricsRole renders get on the non-resource URL /metrics, which
+// webhooks.apiServerMetrics needs; nil when it is off.
+func APIServerMetricsRole(cfg *config.Config) []byte {
+	if !cfg.Webhooks.APIServerMetrics.Enabled {
+		return nil
+	}
+	return []byte(`---
+# webhooks.apiServerMetrics reads the API server's /metrics. Bind this
+# ClusterRole to the exporter's ServiceAccount with a ClusterRoleBinding.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: ` + APIServerMetricsRoleName + `
+rules:
+  - nonResourceURLs:
+      - /metrics
+    verbs:
+      - get
+`)
+}
