@@ -9,9 +9,9 @@ package admissionprobes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -158,7 +157,7 @@ func (r *runner) loop(ctx context.Context) {
 	}
 }
 
-func (r *runner) once(ctx context.Context) {
+func (r *runner) once(parent context.Context) {
 	if r.gvr == nil {
 		gvr, err := resolve(r.disco, r.p)
 		if err != nil {
@@ -171,14 +170,18 @@ func (r *runner) once(ctx context.Context) {
 		r.c.resolved[r.p.Name] = gvr
 		r.c.mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.p.Timeout))
+	ctx, cancel := context.WithTimeout(parent, time.Duration(r.p.Timeout))
 	defer cancel()
-	d, err := r.send(ctx)
-	if ctx.Err() != nil && err != nil && strings.Contains(err.Error(), "context canceled") {
-		return // shutting down
+	d, sent, err := r.send(ctx)
+	if parent.Err() != nil {
+		return // shutting down: not the API server's answer
 	}
 	res := Classify(err)
-	r.c.duration.WithLabelValues(r.p.Name).Observe(d.Seconds())
+	if sent {
+		// A request that was never sent (UPDATE's read of the object
+		// failed) has no duration to observe.
+		r.c.duration.WithLabelValues(r.p.Name).Observe(d.Seconds())
+	}
 	r.c.results.WithLabelValues(r.p.Name, res).Inc()
 	switch res {
 	case Error:
@@ -196,25 +199,25 @@ func (r *runner) logOnce(msg string, err error) {
 	r.c.logger.Warn(msg, "probe", r.p.Name, "resource", r.p.Resource, "namespace", r.p.Namespace, "operation", r.p.Operation, "err", err)
 }
 
-// send sends the dry-run request and returns how long it took. An UPDATE
-// first reads the object (not timed).
-func (r *runner) send(ctx context.Context) (time.Duration, error) {
+// send sends the dry-run request and returns how long it took and whether
+// it was sent. An UPDATE first reads the object (not timed).
+func (r *runner) send(ctx context.Context) (time.Duration, bool, error) {
 	ri := r.dyn.Resource(*r.gvr).Namespace(r.p.Namespace)
 	dry := []string{metav1.DryRunAll}
-	name := r.p.ObjectName()
 	var start time.Time
 	var err error
 	switch r.p.Operation {
 	case config.OperationCreate:
-		obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(r.p.Object)}
-		obj.SetNamespace(r.p.Namespace)
+		obj, oerr := Object(r.p)
+		if oerr != nil {
+			return 0, false, oerr
+		}
 		start = time.Now()
 		_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: dry})
 	case config.OperationUpdate:
-		var cur *unstructured.Unstructured
-		cur, err = ri.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return 0, fmt.Errorf("get %s for update: %w", name, err)
+		cur, gerr := ri.Get(ctx, r.p.ObjectName(), metav1.GetOptions{})
+		if gerr != nil {
+			return 0, false, fmt.Errorf("get %s for update: %w", r.p.ObjectName(), gerr)
 		}
 		ann := cur.GetAnnotations()
 		if ann == nil {
@@ -226,11 +229,28 @@ func (r *runner) send(ctx context.Context) (time.Duration, error) {
 		_, err = ri.Update(ctx, cur, metav1.UpdateOptions{DryRun: dry})
 	case config.OperationDelete:
 		start = time.Now()
-		err = ri.Delete(ctx, name, metav1.DeleteOptions{DryRun: dry})
+		err = ri.Delete(ctx, r.p.ObjectName(), metav1.DeleteOptions{DryRun: dry})
 	default:
-		return 0, fmt.Errorf("unknown operation %q", r.p.Operation)
+		return 0, false, fmt.Errorf("unknown operation %q", r.p.Operation)
 	}
-	return time.Since(start), err
+	return time.Since(start), true, err
+}
+
+// Object is the probe's inline manifest as an API object in its
+// namespace. It goes through JSON: YAML decodes integers as int, which
+// unstructured objects do not hold (they want int64, as JSON decoding
+// gives).
+func Object(p config.AdmissionProbe) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(p.Object)
+	if err != nil {
+		return nil, fmt.Errorf("probe %s object: %w", p.Name, err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(b); err != nil {
+		return nil, fmt.Errorf("probe %s object: %w", p.Name, err)
+	}
+	obj.SetNamespace(p.Namespace)
+	return obj, nil
 }
 
 // resolve finds the version the API server prefers for the probe's group

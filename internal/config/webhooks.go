@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -178,6 +179,9 @@ func (c *Config) validateWebhooks(pos positions, add func(line int, format strin
 			}
 			if p.ObjectName() == "" {
 				add(line("object"), "admissionProbes[%d].object: metadata.name is required (UPDATE and DELETE act on the object of that name)", i)
+			}
+			if _, err := json.Marshal(p.Object); err != nil {
+				add(line("object"), "admissionProbes[%d].object: not a JSON-compatible manifest: %v", i, err)
 			}
 			meta, _ := p.Object["metadata"].(map[string]any)
 			if ns, ok := meta["namespace"].(string); ok && ns != p.Namespace {
