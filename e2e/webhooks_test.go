@@ -234,6 +234,7 @@ func apiServerTarget(t *testing.T) sandbox.ScrapeTarget {
 // sleep (± 100 ms); a sleep above the webhook's timeout is a timeout with
 // Fail and allowed with Ignore, where the API server counts a fail-open.
 // A resource the API server does not serve is an error, logged once.
+// UPDATE and DELETE probes act on an existing object, which stays.
 func TestAdmissionProbes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -264,6 +265,15 @@ func TestAdmissionProbes(t *testing.T) {
 		fmt.Fprintf(&doc, "  - name: %s\n    resource: configmaps\n    namespace: %s\n    operation: CREATE\n    interval: 2s\n    timeout: 10s\n"+
 			"    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: probe-%s, labels: {probe: %s}}}\n", p, ns, p, p)
 	}
+	// UPDATE and DELETE on an existing ConfigMap (dry runs: it stays), and
+	// an UPDATE of one that does not exist (error).
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "existing"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct{ name, op, object string }{{"update", "UPDATE", "existing"}, {"delete", "DELETE", "existing"}, {"missing", "UPDATE", "missing"}} {
+		fmt.Fprintf(&doc, "  - name: %s\n    resource: configmaps\n    namespace: %s\n    operation: %s\n    interval: 1s\n"+
+			"    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: %s}}\n", p.name, ns, p.op, p.object)
+	}
 	fmt.Fprintf(&doc, "  - name: unserved\n    resource: widgets.kce.test\n    namespace: %s\n    operation: CREATE\n    interval: 1s\n"+
 		"    object: {apiVersion: kce.test/v1, kind: Widget, metadata: {name: w}}\n", ns)
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, doc.String()))
@@ -278,7 +288,7 @@ func TestAdmissionProbes(t *testing.T) {
 		mfs = e.scrape()
 		var info []string
 		ok := true
-		for _, p := range []string{"s200ms", "s2s", "fail", "ignore", "unserved"} {
+		for _, p := range []string{"s200ms", "s2s", "fail", "ignore", "unserved", "update", "delete", "missing"} {
 			n := 0.0
 			for _, r := range []string{"allowed", "denied", "timeout", "error"} {
 				n += result(mfs, p, r)
@@ -327,6 +337,19 @@ func TestAdmissionProbes(t *testing.T) {
 			t.Errorf("probe %s: its webhook is not listed as matched", tc.probe)
 		}
 	}
+	for probe, want := range map[string]string{"update": "allowed", "delete": "allowed", "missing": "error"} {
+		for _, r := range []string{"allowed", "denied", "timeout", "error"} {
+			if n := result(mfs, probe, r); (r == want) != (n > 0) {
+				t.Errorf("probe %s: %s = %v, want every answer %s", probe, r, n, want)
+			}
+		}
+	}
+	if _, count := histogram(mfs, "kube_convergence_admission_probe_duration_seconds", map[string]string{"probe": "missing"}); count != 0 {
+		t.Errorf("probe missing observed %d durations, want none (its UPDATE was never sent)", count)
+	}
+	if _, err := client.CoreV1().ConfigMaps(ns).Get(ctx, "existing", metav1.GetOptions{}); err != nil {
+		t.Errorf("the DELETE probe's dry run deleted its object: %v", err)
+	}
 	if got := result(mfs, "unserved", "error"); got < 3 {
 		t.Errorf("unserved probe: %v errors", got)
 	}
@@ -334,7 +357,7 @@ func TestAdmissionProbes(t *testing.T) {
 		t.Errorf("unserved probe logged %d times, want once", n)
 	}
 	if n := mfs["kube_convergence_admission_probe_webhooks"]; n != nil && len(n.Metric) != 4 {
-		t.Errorf("%d matched webhooks listed, want 4 (one per probe, none for unserved)", len(n.Metric))
+		t.Errorf("%d matched webhooks listed, want 4 (one per CREATE probe; the webhooks gate CREATE only; none for unserved)", len(n.Metric))
 	}
 	// The API server's own count of the Ignore webhook failing open.
 	if _, err := prom.WaitFor(ctx, `apiserver_admission_webhook_fail_open_count{name="ignore.kce.test"}`, func(v model.Vector) bool {
