@@ -160,13 +160,16 @@ func TestWebhookAuditFindings(t *testing.T) {
 		Rule: admissionv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}}}}
 	expiring := hook("expiring.kce.test", ns, srv, "")
 	expiring.ClientConfig.CABundle = expiringCA.PEM
+	notPEM := hook("not-pem.kce.test", ns, srv, "")
+	notPEM.ClientConfig.CABundle = []byte("not a certificate")
+	notPEM.TimeoutSeconds = ptr.To[int32](15)
 	selfBlocking := svcHook("self-blocking.kce.test", "hook", true)
 	selfBlocking.Rules = []admissionv1.RuleWithOperations{rule(admissionv1.Create, "", "pods")}
 	selfTwin := selfBlocking
 	selfTwin.Name = "self-twin.kce.test"
 	selfTwin.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"hook"}}}}
 	cfg := ns + "-audit"
-	validating(t, cfg, long, ten, unscopedFail, unscopedIgnore, conditions, wild, expiring,
+	validating(t, cfg, long, ten, unscopedFail, unscopedIgnore, conditions, wild, expiring, notPEM,
 		selfBlocking, selfTwin, svcHook("ready.kce.test", "ready", true), svcHook("empty-ignore.kce.test", "hook", false))
 
 	want := map[string][]string{
@@ -176,6 +179,7 @@ func TestWebhookAuditFindings(t *testing.T) {
 		"conditions.kce.test":      {"matches_kube_system", "matches_own_namespace"},
 		"wild.kce.test":            {"wildcard_operations", "wildcard_resources"},
 		"expiring.kce.test":        {"ca_bundle_expiring"},
+		"not-pem.kce.test":         {"timeout_too_long"}, // still evaluated; no expiry
 		"self-blocking.kce.test":   {"no_ready_endpoints", "self_blocking"},
 		"self-twin.kce.test":       {"no_ready_endpoints"},
 		// ten, ready and empty-ignore: no finding.
@@ -201,6 +205,14 @@ func TestWebhookAuditFindings(t *testing.T) {
 		if !ok || int64(v) != ca.Cert.NotAfter.Unix() {
 			t.Errorf("CA expiry of %s = %v (%v), want %d", name, v, ok, ca.Cert.NotAfter.Unix())
 		}
+	}
+
+	if _, ok := value(mfs, "kube_convergence_webhook_ca_bundle_expiry_timestamp_seconds", map[string]string{"configuration": cfg, "webhook": "not-pem.kce.test"}); ok {
+		t.Errorf("an expiry series for a caBundle that is not PEM")
+	}
+	e.scrape() // one more scrape: still one log line
+	if n := strings.Count(e.logs.String(), "not-pem.kce.test"); n != 1 {
+		t.Errorf("%d log lines name not-pem.kce.test, want 1:\n%s", n, tail(e.logs.String(), 10))
 	}
 
 	// Deleting the configuration removes its series at the next scrape.
