@@ -116,6 +116,16 @@ func TestBadInputFailsClearly(t *testing.T) {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
 	})
+	t.Run("bad admission probe", func(t *testing.T) {
+		cfg := filepath.Join(t.TempDir(), "kce.yaml")
+		if err := os.WriteFile(cfg, []byte("admissionProbes:\n  - name: p\n    resource: configmaps\n    namespace: default\n    operation: PATCH\n    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out := run("--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg, "--web.listen-address="+freeAddr(t))
+		if code != 1 || !strings.Contains(out, cfg+`: line 5: admissionProbes[0].operation: want one of CREATE, UPDATE, DELETE, got \"PATCH\"`) {
+			t.Errorf("exit %d, output:\n%s", code, out)
+		}
+	})
 	t.Run("unreachable API server", func(t *testing.T) {
 		kc := filepath.Join(t.TempDir(), "kubeconfig")
 		addr := freeAddr(t) // nothing listens there

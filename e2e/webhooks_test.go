@@ -362,6 +362,7 @@ func TestAdmissionProbes(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps(ns).Get(ctx, "existing", metav1.GetOptions{}); err != nil {
 		t.Errorf("the DELETE probe's dry run deleted its object: %v", err)
 	}
+	documented(t, mfs)
 	if got := result(mfs, "unserved", "error"); got < 3 {
 		t.Errorf("unserved probe: %v errors", got)
 	}
@@ -468,4 +469,5 @@ func TestWebhookNearTimeoutAlert(t *testing.T) {
 		q, okQ := value(mfs, "kube_convergence_webhook_slow_ratio", map[string]string{"webhook": "quick.kce.test", "type": "validating"})
 		return okN && okQ && n == 1 && q == 0, fmt.Sprintf("near %v (%v), quick %v (%v)", n, okN, q, okQ)
 	})
+	documented(t, e.scrape())
 }
