@@ -10,6 +10,7 @@ package admissionprobes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -122,7 +123,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	}
 	client, dyn := f.Clients()
 	if client == nil || dyn == nil {
-		return fmt.Errorf("admission_probes: no API client")
+		return errors.New("admission_probes: no API client")
 	}
 	c.mu.Lock()
 	c.validating, c.mutating, c.namespace = infs[0], infs[1], infs[2]

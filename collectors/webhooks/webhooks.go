@@ -110,7 +110,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if c.cfg.Webhooks.APIServerMetrics.Enabled {
 		client, _ := f.Clients()
 		if client == nil {
-			return fmt.Errorf("webhooks: apiServerMetrics: no API client")
+			return errors.New("webhooks: apiServerMetrics: no API client")
 		}
 		go c.readSlowRatios(ctx, client.CoreV1().RESTClient(), c.cfg.APIServerMetricsInterval())
 	}
@@ -127,7 +127,11 @@ func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, inter
 	var prev map[hookKey]histogram
 	failing := false
 	for {
-		cur, err := readAPIServerMetrics(ctx, rc)
+		// Each read has the interval as its deadline: a hung read must not
+		// stop the next ones.
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		cur, err := readAPIServerMetrics(rctx, rc)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return
