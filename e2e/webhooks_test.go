@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -229,19 +228,6 @@ func TestWebhookAuditFindings(t *testing.T) {
 	}
 }
 
-// apiServerTarget scrapes the sandbox's API server with the admin token.
-func apiServerTarget(t *testing.T) sandbox.ScrapeTarget {
-	t.Helper()
-	u, err := url.Parse(sb.APIServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sandbox.ScrapeTarget{Job: "apiserver", Addr: u.Host, Scheme: "https", Extra: map[string]any{
-		"tls_config":    map[string]any{"insecure_skip_verify": true},
-		"authorization": map[string]any{"type": "Bearer", "credentials": sb.AdminConfig().BearerToken},
-	}}
-}
-
 // Probes through real webhooks that sleep: the probe's duration is the
 // sleep (± 100 ms); a sleep above the webhook's timeout is a timeout with
 // Fail and allowed with Ignore, where the API server counts a fail-open.
@@ -269,7 +255,7 @@ func TestAdmissionProbes(t *testing.T) {
 		slow("s2s", "/sleep/2s", 10, true),
 		slow("fail", "/sleep/3s", 1, true),
 		slow("ignore", "/sleep/3s", 1, false))
-	prom := startPrometheus(ctx, t, sandbox.PrometheusOptions{Targets: []sandbox.ScrapeTarget{apiServerTarget(t)}})
+	prom := startPrometheus(ctx, t, sandbox.PrometheusOptions{Targets: []sandbox.ScrapeTarget{sb.APIServerTarget()}})
 
 	var doc strings.Builder
 	doc.WriteString("admissionProbes:\n")
@@ -436,7 +422,7 @@ func TestWebhookNearTimeoutAlert(t *testing.T) {
 	e.waitReady(60 * time.Second)
 	addr := strings.TrimPrefix(e.url, "http://")
 	prom := startPrometheus(ctx, t, sandbox.PrometheusOptions{
-		Targets:   []sandbox.ScrapeTarget{apiServerTarget(t), {Job: "kube-convergence-exporter", Addr: addr, Extra: map[string]any{"honor_labels": true}}},
+		Targets:   []sandbox.ScrapeTarget{sb.APIServerTarget(), {Job: "kube-convergence-exporter", Addr: addr, Extra: map[string]any{"honor_labels": true}}},
 		RuleFiles: []string{"../rules/kube-convergence-webhooks.rules.yml"},
 	})
 	if _, err := prom.WaitFor(ctx, `ALERTS{alertname="KubeConvergenceWebhookNearTimeout", webhook="near.kce.test", type="validating"}`,

@@ -117,10 +117,7 @@ func run() error {
 			// native histograms are scraped too.
 			Extra: map[string]any{"scrape_native_histograms": true, "always_scrape_classic_histograms": true}},
 			// The webhook latency alerts read the API server's own metrics.
-			{Job: "apiserver", Addr: strings.TrimPrefix(sb.APIServerURL(), "https://"), Scheme: "https", Extra: map[string]any{
-				"tls_config":    map[string]any{"insecure_skip_verify": true},
-				"authorization": map[string]any{"type": "Bearer", "credentials": sb.AdminConfig().BearerToken},
-			}}},
+			sb.APIServerTarget()},
 		RuleFiles:       rules,
 		AlertmanagerURL: am.URL(),
 		// Count a series' first increment (see README, scrape configuration).
