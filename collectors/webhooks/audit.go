@@ -249,9 +249,14 @@ type Request struct {
 }
 
 // RulesMatch reports whether any rule matches r, as the API server's
-// admission rule matcher does (k8s.io/apiserver pkg/admission/plugin/webhook
-// /predicates/rules): operations, groups and versions by "*" or equality;
-// resources "*" (all resources, no subresources), "*/*", "pods/*", "*/status".
+// admission rule matcher does (k8s.io/apiserver
+// pkg/admission/plugin/webhook/predicates/rules, Matcher.resource and
+// Matcher.scope): operations, groups and versions by "*" or equality; a
+// resource entry "name/sub" matches when name is "*" or the resource and
+// sub is "*" or the subresource, an entry without "/" having sub "". So
+// "*" is every resource without subresources, "pods/*" is pods and every
+// pods subresource, "*/*" is everything, "*/status" every status
+// subresource.
 func RulesMatch(rules []admissionv1.RuleWithOperations, r Request) bool {
 	for _, rule := range rules {
 		if ruleMatches(rule, r) {
@@ -280,16 +285,14 @@ func ruleMatches(rule admissionv1.RuleWithOperations, r Request) bool {
 			if r.Namespaced {
 				return false
 			}
+		case admissionv1.AllScopes:
+		default: // the API server's matcher: an unknown scope matches nothing
+			return false
 		}
 	}
 	for _, res := range rule.Resources {
 		name, sub, _ := strings.Cut(res, "/")
-		switch {
-		case res == "*/*":
-			return true
-		case sub == "" && r.Subresource == "" && (name == "*" || name == r.Resource):
-			return true
-		case sub != "" && r.Subresource != "" && (name == "*" || name == r.Resource) && (sub == "*" || sub == r.Subresource):
+		if (name == "*" || name == r.Resource) && (sub == "*" || sub == r.Subresource) {
 			return true
 		}
 	}

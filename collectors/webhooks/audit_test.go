@@ -255,9 +255,16 @@ func TestCABundleNotPEM(t *testing.T) {
 func TestRulesMatch(t *testing.T) {
 	cm := Request{Operation: admissionv1.Create, Version: "v1", Resource: "configmaps", Namespaced: true}
 	status := Request{Operation: admissionv1.Update, Version: "v1", Resource: "pods", Subresource: "status", Namespaced: true}
+	pod := Request{Operation: admissionv1.Create, Version: "v1", Resource: "pods", Namespaced: true}
+	node := Request{Operation: admissionv1.Create, Version: "v1", Resource: "nodes"}
 	rule := func(ops string, groups, res []string) []admissionv1.RuleWithOperations {
 		return []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.OperationType(ops)},
 			Rule: admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: res}}}
+	}
+	scoped := func(scope admissionv1.ScopeType) []admissionv1.RuleWithOperations {
+		r := rule("*", []string{"*"}, []string{"*"})
+		r[0].Scope = &scope
+		return r
 	}
 	for _, tc := range []struct {
 		rules []admissionv1.RuleWithOperations
@@ -273,6 +280,18 @@ func TestRulesMatch(t *testing.T) {
 		{rule("*", []string{""}, []string{"pods/*"}), status, true},
 		{rule("*", []string{""}, []string{"*/status"}), status, true},
 		{rule("*", []string{""}, []string{"pods"}), status, false},
+		// "pods/*" is pods and all its subresources: the API server's "*"
+		// subresource matches the empty one too.
+		{rule("*", []string{""}, []string{"pods/*"}), pod, true},
+		{rule("*", []string{""}, []string{"pods/*"}), cm, false},
+		{rule("*", []string{"*"}, []string{"*/*"}), cm, true},
+		{rule("*", []string{""}, []string{"*/status"}), pod, false},
+		{scoped(admissionv1.NamespacedScope), pod, true},
+		{scoped(admissionv1.NamespacedScope), node, false},
+		{scoped(admissionv1.ClusterScope), node, true},
+		{scoped(admissionv1.ClusterScope), pod, false},
+		{scoped(admissionv1.AllScopes), node, true},
+		{scoped(admissionv1.AllScopes), pod, true},
 	} {
 		if got := RulesMatch(tc.rules, tc.req); got != tc.want {
 			t.Errorf("RulesMatch(%v, %+v) = %v, want %v", tc.rules[0], tc.req, got, tc.want)
