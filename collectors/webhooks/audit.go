@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -127,9 +128,10 @@ func FromMutating(c *admissionv1.MutatingWebhookConfiguration) []Webhook {
 type Cluster struct {
 	// NamespaceLabels returns a live Namespace's labels; false if absent.
 	NamespaceLabels func(ns string) (map[string]string, bool)
-	// Service returns a live Service's pod selector; false if absent.
-	ServiceSelector func(ns, name string) (map[string]string, bool)
-	// ReadyEndpoints counts the ready endpoints in a Service's EndpointSlices.
+	// Service returns a live Service; false if absent.
+	Service func(ns, name string) (*corev1.Service, bool)
+	// ReadyEndpoints counts the ready endpoints in a Service's EndpointSlices
+	// (records.ReadyEndpoint: terminating endpoints are not ready).
 	ReadyEndpoints func(ns, name string) int
 }
 
@@ -168,7 +170,7 @@ func Evaluate(w Webhook, c Cluster, p Policy, now time.Time) Audit {
 	}
 	if w.Service != nil && fail {
 		has[SelfBlocking] = w.selfBlocking(c)
-		has[NoReadyEndpoints] = c.ReadyEndpoints(w.Service.Namespace, w.Service.Name) == 0
+		has[NoReadyEndpoints] = w.noReadyEndpoints(c)
 	}
 	for _, r := range w.Rules {
 		has[WildcardResources] = has[WildcardResources] || slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "*/*")
@@ -224,6 +226,19 @@ func (w Webhook) matchesNamespace(c Cluster, ns string) bool {
 // namespace, for pods labelled like the Service's selector, so it can
 // block the pods that would serve it. matchConditions (CEL) are not
 // evaluated: they may exclude the webhook's pods, docs/webhooks.md says so.
+// noReadyEndpoints: the webhook's Service has no ready endpoint. An
+// ExternalName Service is the exception: the API server calls the webhook
+// at its DNS name (k8s.io/apiserver pkg/util/proxy ResolveCluster), and the
+// EndpointSlice controller publishes nothing for it
+// (records.PublishesSelectedPods). A Service without a selector counts its
+// hand-made EndpointSlices like any other; a missing Service has none.
+func (w Webhook) noReadyEndpoints(c Cluster) bool {
+	if svc, ok := c.Service(w.Service.Namespace, w.Service.Name); ok && svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return false
+	}
+	return c.ReadyEndpoints(w.Service.Namespace, w.Service.Name) == 0
+}
+
 func (w Webhook) selfBlocking(c Cluster) bool {
 	nsLabels, ok := c.NamespaceLabels(w.Service.Namespace)
 	if !ok {
@@ -234,7 +249,10 @@ func (w Webhook) selfBlocking(c Cluster) bool {
 	if !selects(w.NamespaceSelector, nsLabels) {
 		return false
 	}
-	podLabels, _ := c.ServiceSelector(w.Service.Namespace, w.Service.Name)
+	var podLabels map[string]string
+	if svc, ok := c.Service(w.Service.Namespace, w.Service.Name); ok {
+		podLabels = svc.Spec.Selector
+	}
 	if !selects(w.ObjectSelector, podLabels) {
 		return false
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -36,9 +38,12 @@ func cluster() Cluster {
 	}
 	return Cluster{
 		NamespaceLabels: func(n string) (map[string]string, bool) { l, ok := ns[n]; return l, ok },
-		ServiceSelector: func(n, name string) (map[string]string, bool) {
-			if n == "hooks" {
-				return map[string]string{"app": "hook"}, true
+		Service: func(n, name string) (*corev1.Service, bool) {
+			switch {
+			case n == "hooks" && name == "external":
+				return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "hook.example.com"}}, true
+			case n == "hooks":
+				return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: map[string]string{"app": "hook"}}}, true
 			}
 			return nil, false
 		},
@@ -165,6 +170,9 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 		{NoReadyEndpoints,
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name, w.FailurePolicy = "empty", "Ignore" }},
+		{NoReadyEndpoints, // an ExternalName Service has no EndpointSlices: the API server calls its DNS name
+			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
+			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "external" }},
 		{NoReadyEndpoints, // a URL webhook has no Service to look at
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
 			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service = nil }},
@@ -296,5 +304,24 @@ func TestRulesMatch(t *testing.T) {
 		if got := RulesMatch(tc.rules, tc.req); got != tc.want {
 			t.Errorf("RulesMatch(%v, %+v) = %v, want %v", tc.rules[0], tc.req, got, tc.want)
 		}
+	}
+}
+
+// TestReadyEndpoints: a terminating endpoint is not ready, even when the
+// controller leaves it ready=true (publishNotReadyAddresses); nil ready is.
+func TestReadyEndpoints(t *testing.T) {
+	yes, no := true, false
+	ep := func(ready, terminating *bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ready, Terminating: terminating}}
+	}
+	eps := []*discoveryv1.EndpointSlice{
+		{Endpoints: []discoveryv1.Endpoint{ep(&yes, nil), ep(nil, nil), ep(&no, nil)}},
+		{Endpoints: []discoveryv1.Endpoint{ep(&yes, &yes), ep(&yes, &no)}},
+	}
+	if got := readyEndpoints(eps); got != 3 {
+		t.Errorf("readyEndpoints = %d, want 3 (ready, nil ready, ready and not terminating)", got)
+	}
+	if got := readyEndpoints(eps[1:2]); got != 1 {
+		t.Errorf("readyEndpoints(ready+terminating, ready) = %d, want 1", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 )
 
 // Name is the collector's name in the config file and the collector label.
@@ -238,29 +239,30 @@ func (c *Collector) cluster() Cluster {
 			}
 			return n.Labels, true
 		},
-		ServiceSelector: func(ns, name string) (map[string]string, bool) {
+		Service: func(ns, name string) (*corev1.Service, bool) {
 			o, ok, err := c.svcs.GetStore().GetByKey(ns + "/" + name)
 			if err != nil || !ok {
 				return nil, false
 			}
 			s, ok := o.(*corev1.Service)
-			if !ok {
-				return nil, false
-			}
-			return s.Spec.Selector, true
+			return s, ok
 		},
 		ReadyEndpoints: func(ns, name string) int {
-			n := 0
-			for _, s := range informers.ByIndex[*discoveryv1.EndpointSlice](c.slices, informers.IndexService, ns+"/"+name) {
-				for _, e := range s.Endpoints {
-					// A nil ready condition is an unknown state that
-					// consumers should read as ready (discovery/v1 types.go).
-					if e.Conditions.Ready == nil || *e.Conditions.Ready {
-						n++
-					}
-				}
-			}
-			return n
+			return readyEndpoints(informers.ByIndex[*discoveryv1.EndpointSlice](c.slices, informers.IndexService, ns+"/"+name))
 		},
 	}
+}
+
+// readyEndpoints counts the ready endpoints of a Service's EndpointSlices,
+// by the exporter's one definition (records.ReadyEndpoint).
+func readyEndpoints(slices []*discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, s := range slices {
+		for i := range s.Endpoints {
+			if records.ReadyEndpoint(&s.Endpoints[i]) {
+				n++
+			}
+		}
+	}
+	return n
 }
