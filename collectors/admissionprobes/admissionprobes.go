@@ -57,7 +57,6 @@ type Collector struct {
 
 	mu                              sync.Mutex // guards the informers, set by Start
 	validating, mutating, namespace cache.SharedIndexInformer
-	resolved                        map[string]schema.GroupVersionResource // probe name -> resource
 }
 
 // New returns the admission_probes collector.
@@ -73,7 +72,6 @@ func New(cfg *config.Config, logger *slog.Logger) *Collector {
 			Name: "kube_convergence_admission_probe_results_total",
 			Help: "Admission probe requests by result: allowed (2xx); denied (an admission webhook's, a ValidatingAdmissionPolicy's or a built-in admission plugin's refusal); timeout (a webhook call's deadline under failurePolicy Fail, a 504, or the probe's own timeout); error (anything else, RBAC 403 and unserved resources included; logged once per probe until the next success).",
 		}, []string{"probe", "result"}),
-		resolved: map[string]schema.GroupVersionResource{},
 	}
 }
 
@@ -167,9 +165,6 @@ func (r *runner) once(parent context.Context) {
 			return
 		}
 		r.gvr = &gvr
-		r.c.mu.Lock()
-		r.c.resolved[r.p.Name] = gvr
-		r.c.mu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(parent, time.Duration(r.p.Timeout))
 	defer cancel()
@@ -254,26 +249,14 @@ func Object(p config.AdmissionProbe) (*unstructured.Unstructured, error) {
 	return obj, nil
 }
 
-// resolve finds the version the API server prefers for the probe's group
-// and checks that it serves the resource, namespaced.
+// resolve gives the resource the probe writes: the resource's group at the
+// inline object's version (config checks that the groups agree), so the
+// request carries the manifest as written and is matched against webhook
+// rules by that version. Discovery only checks that the API server serves
+// the resource at that version, namespaced.
 func resolve(d discovery.DiscoveryInterface, p config.AdmissionProbe) (schema.GroupVersionResource, error) {
 	group, resource := p.GroupResource()
-	version := "v1"
-	if group != "" {
-		groups, err := d.ServerGroups()
-		if err != nil {
-			return schema.GroupVersionResource{}, fmt.Errorf("discovery: %w", err)
-		}
-		version = ""
-		for _, g := range groups.Groups {
-			if g.Name == group {
-				version = g.PreferredVersion.Version
-			}
-		}
-		if version == "" {
-			return schema.GroupVersionResource{}, fmt.Errorf("API group %q is not served", group)
-		}
-	}
+	_, version := p.APIVersion()
 	gv := schema.GroupVersion{Group: group, Version: version}
 	list, err := d.ServerResourcesForGroupVersion(gv.String())
 	if err != nil {
@@ -287,7 +270,7 @@ func resolve(d discovery.DiscoveryInterface, p config.AdmissionProbe) (schema.Gr
 			return gv.WithResource(resource), nil
 		}
 	}
-	return schema.GroupVersionResource{}, fmt.Errorf("resource %s is not served in %s", p.Resource, gv)
+	return schema.GroupVersionResource{}, fmt.Errorf("resource %s is not served at %s", p.Resource, gv)
 }
 
 // Describe implements prometheus.Collector (the matched-webhooks family).
@@ -306,13 +289,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	hooks := webhooks.List(c.validating.GetStore(), c.mutating.GetStore())
 	for _, p := range c.probes {
+		// The request is sent at the object's version (resolve).
 		group, resource := p.GroupResource()
-		version := "v1"
-		if gvr, ok := c.resolved[p.Name]; ok {
-			version = gvr.Version
-		} else if gv, err := schema.ParseGroupVersion(fmt.Sprint(p.Object["apiVersion"])); err == nil {
-			version = gv.Version
-		}
+		_, version := p.APIVersion()
 		req := webhooks.Request{Operation: admissionOp(p.Operation), Group: group, Version: version, Resource: resource, Namespaced: true}
 		nsLabels := map[string]string{corev1.LabelMetadataName: p.Namespace}
 		if o, ok, err := c.namespace.GetStore().GetByKey(p.Namespace); err == nil && ok {

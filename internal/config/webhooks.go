@@ -80,6 +80,21 @@ func (p AdmissionProbe) GroupResource() (group, resource string) {
 	return group, resource
 }
 
+// APIVersion splits the object's apiVersion into group and version ("v1"
+// is the core group; "" "" when absent or malformed). Probes send at this
+// version: the one the manifest is written in.
+func (p AdmissionProbe) APIVersion() (group, version string) {
+	av, _ := p.Object["apiVersion"].(string)
+	group, version, ok := strings.Cut(av, "/")
+	if !ok {
+		group, version = "", av
+	}
+	if version == "" || strings.Contains(version, "/") || (ok && group == "") {
+		return "", ""
+	}
+	return group, version
+}
+
 // ObjectName is the object's metadata.name ("" when absent).
 func (p AdmissionProbe) ObjectName() string {
 	meta, _ := p.Object["metadata"].(map[string]any)
@@ -120,6 +135,14 @@ func (c *Config) APIServerMetricsInterval() time.Duration {
 		return time.Duration(c.Webhooks.APIServerMetrics.Interval)
 	}
 	return DefaultAPIServerMetricsInterval
+}
+
+// groupName quotes an API group, saying which one "" is.
+func groupName(g string) string {
+	if g == "" {
+		return `"" (core)`
+	}
+	return fmt.Sprintf("%q", g)
 }
 
 // dnsLabel is a namespace name (RFC 1123 label).
@@ -171,8 +194,14 @@ func (c *Config) validateWebhooks(pos positions, add func(line int, format strin
 		if len(p.Object) == 0 {
 			add(line("object"), "admissionProbes[%d].object: an inline manifest is required (apiVersion, kind, metadata.name)", i)
 		} else {
-			if _, ok := p.Object["apiVersion"].(string); !ok {
+			if av, ok := p.Object["apiVersion"].(string); !ok {
 				add(line("object"), "admissionProbes[%d].object: apiVersion is required", i)
+			} else if g, v := p.APIVersion(); v == "" {
+				add(line("object"), "admissionProbes[%d].object: apiVersion %q is not group/version or version", i, av)
+			} else if rg, _ := p.GroupResource(); probeResource.MatchString(p.Resource) && g != rg {
+				// The request goes to the resource's group at the
+				// object's version: the two must agree.
+				add(line("object"), "admissionProbes[%d].object: apiVersion %q is in API group %s, resource %q in %s", i, av, groupName(g), p.Resource, groupName(rg))
 			}
 			if _, ok := p.Object["kind"].(string); !ok {
 				add(line("object"), "admissionProbes[%d].object: kind is required", i)

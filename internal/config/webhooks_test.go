@@ -24,6 +24,9 @@ func TestWebhookAndProbeErrorsNameLine(t *testing.T) {
 		{"bad resource", "admissionProbes:\n  - name: cm\n    resource: Deployments.apps\n    namespace: probes\n    operation: CREATE\n    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}\n", `line 3: admissionProbes[0].resource: want a lower-case plural resource such as configmaps or deployments.apps, got "Deployments.apps"`},
 		{"missing namespace", "admissionProbes:\n  - name: cm\n    resource: configmaps\n    operation: CREATE\n    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}\n", `line 2: admissionProbes[0].namespace: want a namespace name (probes write namespaced resources), got ""`},
 		{"duplicate name", probe + "  - name: cm\n    resource: configmaps\n    namespace: probes\n    operation: CREATE\n    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: probe}}\n", `line 7: admissionProbes[1]: name "cm" is already used at line 2`},
+		{"object in another group", "admissionProbes:\n  - name: d\n    resource: deployments.apps\n    namespace: probes\n    operation: CREATE\n    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}\n", `line 6: admissionProbes[0].object: apiVersion "v1" is in API group "" (core), resource "deployments.apps" in "apps"`},
+		{"object in core group for a grouped resource", "admissionProbes:\n  - name: cm\n    resource: configmaps\n    namespace: probes\n    operation: CREATE\n    object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: p}}\n", `line 6: admissionProbes[0].object: apiVersion "apps/v1" is in API group "apps", resource "configmaps" in "" (core)`},
+		{"object without version", "admissionProbes:\n  - name: d\n    resource: deployments.apps\n    namespace: probes\n    operation: CREATE\n    object: {apiVersion: apps/, kind: Deployment, metadata: {name: p}}\n", `line 6: admissionProbes[0].object: apiVersion "apps/" is not group/version or version`},
 		{"zero timeout", probe + "    timeout: 0s\n", `line 7: admissionProbes[0].timeout: must be a positive duration such as "35s", got 0s`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +49,9 @@ func TestWebhookAndProbeDefaults(t *testing.T) {
 	}
 	if g, r := p.GroupResource(); g != "apps" || r != "deployments" {
 		t.Errorf("GroupResource = %q %q", g, r)
+	}
+	if g, v := p.APIVersion(); g != "apps" || v != "v1" {
+		t.Errorf("APIVersion = %q %q", g, v)
 	}
 	if p.ObjectName() != "web" || p.ObjectLabels()["app"] != "web" {
 		t.Errorf("object name %q labels %v", p.ObjectName(), p.ObjectLabels())
