@@ -44,7 +44,7 @@ const AnnotationProbe = "kube-convergence.io/admission-probe"
 var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8, 1, 1.6, 2, 2.5, 4, 5, 7.5, 8, 10, 12, 15, 24, 30}
 
 var webhooksDesc = prometheus.NewDesc("kube_convergence_admission_probe_webhooks",
-	"1 for each admission webhook an admission probe's request matches by its rules, namespaceSelector (on the live Namespace's labels) and objectSelector (on the probe object's labels); webhooks with matchConditions are listed as possible matches. A probe's duration is about the sum of these webhooks' latencies.",
+	"1 for each admission webhook an admission probe's request matches by its rules, namespaceSelector (on the live Namespace's labels) and objectSelector (on the probe object's labels); webhooks with matchConditions, and matchPolicy Equivalent webhooks whose rules name the resource in another group or version, are listed as possible matches. A probe's duration is about the sum of these webhooks' latencies.",
 	[]string{"probe", "configuration", "webhook", "type"}, nil)
 
 // Collector runs the configured probes.

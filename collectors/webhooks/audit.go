@@ -356,10 +356,35 @@ func EarliestExpiry(bundle []byte) (time.Time, error) {
 }
 
 // Matches reports whether w may be called for req on an object with
-// objLabels in a namespace with nsLabels. matchConditions (CEL) are not
-// evaluated: a webhook that has them is a possible match.
+// objLabels in a namespace with nsLabels. Two things are not evaluated, so
+// they give possible matches: matchConditions (CEL), and matchPolicy
+// Equivalent, under which the API server also calls the webhook when its
+// rules match the same resource in another group or version (deployments
+// in extensions/v1beta1 for apps/v1), converting the object
+// (k8s.io/apiserver pkg/admission/plugin/webhook/generic/webhook.go,
+// ShouldCallHook with the equivalent resource registry). The registry is
+// the API server's; here a rule that names req's resource (not "*": no
+// other group's resources are equivalent to it) and matches req with its
+// groups and versions ignored counts.
 func (w Webhook) Matches(req Request, nsLabels, objLabels map[string]string) bool {
-	return RulesMatch(w.Rules, req) && selects(w.NamespaceSelector, nsLabels) && selects(w.ObjectSelector, objLabels)
+	rules := RulesMatch(w.Rules, req) ||
+		(w.MatchPolicy == string(admissionv1.Equivalent) && RulesMatch(anyGroupVersion(w.Rules), req))
+	return rules && selects(w.NamespaceSelector, nsLabels) && selects(w.ObjectSelector, objLabels)
+}
+
+// anyGroupVersion is rules with every group and version allowed, keeping
+// only the resources named explicitly.
+func anyGroupVersion(rules []admissionv1.RuleWithOperations) []admissionv1.RuleWithOperations {
+	out := make([]admissionv1.RuleWithOperations, 0, len(rules))
+	for _, r := range rules {
+		r.APIGroups, r.APIVersions = []string{"*"}, []string{"*"}
+		r.Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(res string) bool {
+			name, _, _ := strings.Cut(res, "/")
+			return name == "*"
+		})
+		out = append(out, r)
+	}
+	return out
 }
 
 // List returns the webhooks of the configurations in two informers' stores

@@ -325,3 +325,34 @@ func TestReadyEndpoints(t *testing.T) {
 		t.Errorf("readyEndpoints(ready+terminating, ready) = %d, want 1", got)
 	}
 }
+
+// Under matchPolicy Equivalent the API server also calls a webhook whose
+// rules name the same resource in another group or version: a possible
+// match. Exact is exact.
+func TestMatchesEquivalent(t *testing.T) {
+	req := Request{Operation: admissionv1.Create, Group: "apps", Version: "v1", Resource: "deployments", Namespaced: true}
+	w := Webhook{Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
+		Rule: admissionv1.Rule{APIGroups: []string{"extensions"}, APIVersions: []string{"v1beta1"}, Resources: []string{"deployments"}}}}}
+	for _, tc := range []struct {
+		policy   admissionv1.MatchPolicyType
+		resource string
+		want     bool
+	}{
+		{admissionv1.Equivalent, "deployments", true},
+		{admissionv1.Exact, "deployments", false},
+		{admissionv1.Equivalent, "replicasets", false},
+	} {
+		w.Rules[0].Resources = []string{"deployments"}
+		w.MatchPolicy = string(tc.policy)
+		r := req
+		r.Resource = tc.resource
+		if got := w.Matches(r, nil, nil); got != tc.want {
+			t.Errorf("%s webhook on extensions/v1beta1 deployments, request apps/v1 %s: Matches = %v, want %v", tc.policy, tc.resource, got, tc.want)
+		}
+	}
+	// A wildcard in another group has no equivalent of apps/v1 deployments.
+	w.MatchPolicy, w.Rules[0].Resources = string(admissionv1.Equivalent), []string{"*", "*/*"}
+	if w.Matches(req, nil, nil) {
+		t.Errorf("Equivalent webhook on extensions/v1beta1 *, */*: matches apps/v1 deployments")
+	}
+}
