@@ -173,7 +173,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		factory.SetDynamic(dyn)
 	}
 	var enabled []kcecollectors.Collector
-	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger}) {
+	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg}) {
 		if cfg.Enabled(c.Name()) {
 			enabled = append(enabled, c)
 		}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/webhooks"
@@ -51,6 +52,9 @@ var webhooksDesc = prometheus.NewDesc("kube_convergence_admission_probe_webhooks
 type Collector struct {
 	probes []config.AdmissionProbe
 	logger *slog.Logger
+	// RESTConfig, when set, is what the probes build their own clients
+	// from; nil uses the informer factory's (tests without a config).
+	RESTConfig *rest.Config
 
 	duration *prometheus.HistogramVec
 	results  *prometheus.CounterVec
@@ -119,18 +123,47 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		}
 		infs = append(infs, inf)
 	}
-	client, dyn := f.Clients()
-	if client == nil || dyn == nil {
-		return errors.New("admission_probes: no API client")
+	disco, dyn, err := c.clients(f)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	c.validating, c.mutating, c.namespace = infs[0], infs[1], infs[2]
 	c.mu.Unlock()
 	for _, p := range c.probes {
-		r := &runner{c: c, p: p, dyn: dyn, disco: client.Discovery()}
+		r := &runner{c: c, p: p, dyn: dyn, disco: disco}
 		go r.loop(ctx)
 	}
 	return nil
+}
+
+// clients gives the probes their own discovery and dynamic clients, so that
+// a probe's duration holds no client-side throttling: client-go gives every
+// REST client made from a config without a RateLimiter its own token
+// bucket (rest.RESTClientFor), and the factory's clients are shared with
+// the informers, whose relists of thousands of objects (or custom
+// resources, through the dynamic client) would make a probe wait for
+// tokens before its clock's request is even sent. The probes send at most
+// two requests each per interval, far below --kube.qps and --kube.burst.
+func (c *Collector) clients(f *informers.Factory) (discovery.DiscoveryInterface, dynamic.Interface, error) {
+	if c.RESTConfig == nil {
+		client, dyn := f.Clients()
+		if client == nil || dyn == nil {
+			return nil, nil, errors.New("admission_probes: no API client")
+		}
+		return client.Discovery(), dyn, nil
+	}
+	rc := rest.CopyConfig(c.RESTConfig)
+	rc.RateLimiter = nil // its own token bucket, not the informers'
+	disco, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admission_probes: discovery client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admission_probes: dynamic client: %w", err)
+	}
+	return disco, dyn, nil
 }
 
 // runner is one probe's loop.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
@@ -23,10 +25,15 @@ type Options struct {
 	StallThreshold time.Duration // --stall.threshold
 	Logger         *slog.Logger
 	Now            func() time.Time // nil: time.Now
+	// RESTConfig is what admission probes build their own clients from
+	// (their own rate limiter); nil: the informer factory's clients.
+	RESTConfig *rest.Config
 }
 
 // Collectors constructs every known collector, enabled or not, in start order.
 func Collectors(o Options) []collectors.Collector {
+	probes := admissionprobes.New(o.Config, o.Logger)
+	probes.RESTConfig = o.RESTConfig
 	if o.Config == nil {
 		o.Config = config.Default()
 	}
@@ -48,7 +55,7 @@ func Collectors(o Options) []collectors.Collector {
 		endpoints.New(o.Config, o.Logger, o.Now),
 		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		webhooks.New(o.Config, o.Logger, o.Now),
-		admissionprobes.New(o.Config, o.Logger),
+		probes,
 	}
 }
 
