@@ -199,16 +199,16 @@ func (r *runner) once(parent context.Context) {
 		}
 		r.gvr = &gvr
 	}
-	ctx, cancel := context.WithTimeout(parent, time.Duration(r.p.Timeout))
-	defer cancel()
-	d, sent, err := r.send(ctx)
+	d, sent, err := r.send(parent)
 	if parent.Err() != nil {
 		return // shutting down: not the API server's answer
 	}
-	res := Classify(err)
+	res := Error
 	if sent {
 		// A request that was never sent (UPDATE's read of the object
-		// failed) has no duration to observe.
+		// failed, even by its deadline) reached no admission webhook: it
+		// is an error, with no duration to observe.
+		res = Classify(err)
 		r.c.duration.WithLabelValues(r.p.Name).Observe(d.Seconds())
 	}
 	r.c.results.WithLabelValues(r.p.Name, res).Inc()
@@ -228,25 +228,27 @@ func (r *runner) logOnce(msg string, err error) {
 	r.c.logger.Warn(msg, "probe", r.p.Name, "resource", r.p.Resource, "namespace", r.p.Namespace, "operation", r.p.Operation, "err", err)
 }
 
-// send sends the dry-run request and returns how long it took and whether
-// it was sent. An UPDATE first reads the object (not timed).
-func (r *runner) send(ctx context.Context) (time.Duration, bool, error) {
+// send sends the dry-run request with the probe's timeout as its deadline
+// and returns how long it took and whether it was sent. An UPDATE first
+// reads the object, untimed and with a deadline of its own, so that a slow
+// read neither shortens the write's deadline nor counts as its timeout.
+func (r *runner) send(parent context.Context) (time.Duration, bool, error) {
 	ri := r.dyn.Resource(*r.gvr).Namespace(r.p.Namespace)
 	dry := []string{metav1.DryRunAll}
-	var start time.Time
-	var err error
+	timeout := time.Duration(r.p.Timeout)
+	var obj *unstructured.Unstructured
 	switch r.p.Operation {
 	case config.OperationCreate:
-		obj, oerr := Object(r.p)
-		if oerr != nil {
-			return 0, false, oerr
+		var err error
+		if obj, err = Object(r.p); err != nil {
+			return 0, false, err
 		}
-		start = time.Now()
-		_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: dry})
 	case config.OperationUpdate:
-		cur, gerr := ri.Get(ctx, r.p.ObjectName(), metav1.GetOptions{})
-		if gerr != nil {
-			return 0, false, fmt.Errorf("get %s for update: %w", r.p.ObjectName(), gerr)
+		ctx, cancel := context.WithTimeout(parent, timeout)
+		cur, err := ri.Get(ctx, r.p.ObjectName(), metav1.GetOptions{})
+		cancel()
+		if err != nil {
+			return 0, false, fmt.Errorf("get %s for update: %w", r.p.ObjectName(), err)
 		}
 		ann := cur.GetAnnotations()
 		if ann == nil {
@@ -254,13 +256,22 @@ func (r *runner) send(ctx context.Context) (time.Duration, bool, error) {
 		}
 		ann[AnnotationProbe] = time.Now().UTC().Format(time.RFC3339Nano)
 		cur.SetAnnotations(ann)
-		start = time.Now()
-		_, err = ri.Update(ctx, cur, metav1.UpdateOptions{DryRun: dry})
+		obj = cur
 	case config.OperationDelete:
-		start = time.Now()
-		err = ri.Delete(ctx, r.p.ObjectName(), metav1.DeleteOptions{DryRun: dry})
 	default:
 		return 0, false, fmt.Errorf("unknown operation %q", r.p.Operation)
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	start := time.Now()
+	var err error
+	switch r.p.Operation {
+	case config.OperationCreate:
+		_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: dry})
+	case config.OperationUpdate:
+		_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: dry})
+	case config.OperationDelete:
+		err = ri.Delete(ctx, r.p.ObjectName(), metav1.DeleteOptions{DryRun: dry})
 	}
 	return time.Since(start), true, err
 }
