@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -30,10 +32,25 @@ type histogram struct {
 }
 
 // ParseWebhookHistograms reads the API server's text exposition and
-// returns the webhook latency histogram per webhook and type.
+// returns the webhook latency histogram per webhook and type. It streams:
+// only the lines of the webhook histogram are kept and parsed, not the API
+// server's whole /metrics (tens of thousands of series, several MB on a
+// large cluster), and a malformed line of another family does not matter.
 func ParseWebhookHistograms(r io.Reader) (map[hookKey]histogram, error) {
+	var kept bytes.Buffer
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024) // a line of 1 MB at most
+	for sc.Scan() {
+		if line := sc.Bytes(); webhookHistogramLine(line) {
+			kept.Write(line)
+			kept.WriteByte('\n')
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read API server metrics: %w", err)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(r)
+	mfs, err := p.TextToMetricFamilies(&kept)
 	if err != nil {
 		return nil, fmt.Errorf("parse API server metrics: %w", err)
 	}
@@ -61,6 +78,26 @@ func ParseWebhookHistograms(r io.Reader) (map[hookKey]histogram, error) {
 		out[k] = h
 	}
 	return out, nil
+}
+
+// webhookHistogramLine: the line is the webhook histogram's HELP, TYPE or
+// one of its _bucket, _sum or _count samples.
+func webhookHistogramLine(line []byte) bool {
+	for _, c := range []string{"# HELP ", "# TYPE "} {
+		if rest, ok := bytes.CutPrefix(line, []byte(c+apiServerWebhookHistogram)); ok {
+			return len(rest) == 0 || rest[0] == ' '
+		}
+	}
+	rest, ok := bytes.CutPrefix(line, []byte(apiServerWebhookHistogram))
+	if !ok {
+		return false
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if r, ok := bytes.CutPrefix(rest, []byte(suffix)); ok && len(r) > 0 && (r[0] == '{' || r[0] == ' ') {
+			return true
+		}
+	}
+	return false
 }
 
 func label(m *dto.Metric, name string) string {

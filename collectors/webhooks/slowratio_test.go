@@ -106,3 +106,20 @@ func TestSlowRatios(t *testing.T) {
 		t.Errorf("ratios without timeouts: %v", r)
 	}
 }
+
+// Only the webhook histogram's lines are parsed: other families, however
+// many and even malformed, or with the histogram's name as a prefix, are
+// skipped.
+func TestParseWebhookHistogramsFilters(t *testing.T) {
+	other := "# HELP apiserver_request_total Counter of apiserver requests.\n" +
+		"# TYPE apiserver_request_total counter\n" +
+		"apiserver_request_total{code=\"200\"} 12\n" +
+		"apiserver_request_total{code=\"201\" 3 not a sample\n" +
+		"# TYPE apiserver_admission_webhook_admission_duration_seconds_extra gauge\n" +
+		"apiserver_admission_webhook_admission_duration_seconds_extra{name=\"x\"} 1\n"
+	h := parse(t, other+exposition("w.example.com", "validating", repeat(0.2, 4))+other)
+	k := hookKey{Webhook: "w.example.com", Type: Validating}
+	if len(h) != 1 || h[k].Count != 4 || h[k].Buckets[0.5] != 4 || h[k].Buckets[0.1] != 0 {
+		t.Errorf("parsed %+v, want only %v with 4 calls at <= 0.5 s", h, k)
+	}
+}
