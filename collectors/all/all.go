@@ -32,8 +32,6 @@ type Options struct {
 
 // Collectors constructs every known collector, enabled or not, in start order.
 func Collectors(o Options) []collectors.Collector {
-	probes := admissionprobes.New(o.Config, o.Logger)
-	probes.RESTConfig = o.RESTConfig
 	if o.Config == nil {
 		o.Config = config.Default()
 	}
@@ -49,6 +47,8 @@ func Collectors(o Options) []collectors.Collector {
 	// One set of rollout episode families, fed by workloads and custom
 	// resources alike.
 	episodes := collectors.NewEpisodes(o.Config, o.Now)
+	probes := admissionprobes.New(o.Config, o.Logger)
+	probes.RESTConfig = o.RESTConfig
 	return []collectors.Collector{
 		rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
