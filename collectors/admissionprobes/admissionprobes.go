@@ -1,8 +1,11 @@
 // Package admissionprobes times the admission chain from outside: each
 // configured probe sends one dry-run write (dryRun=All) at its interval and
 // records how long the API server took and how it answered. A dry-run
-// request goes through every mutating and validating webhook whose
-// sideEffects is None or NoneOnDryRun, and is never stored. Nothing is
+// request goes through every matching mutating and validating webhook and
+// is never stored. A matching webhook whose sideEffects is Unknown or Some
+// fails it: the API server answers 400 `admission webhook "NAME" does not
+// support dry run` (k8s.io/apiserver pkg/admission/plugin/webhook/errors,
+// NewDryRunUnsupportedErr), which counts as error. Nothing is
 // probed unless the config file lists admissionProbes, so by default the
 // collector reads nothing and needs no RBAC.
 package admissionprobes

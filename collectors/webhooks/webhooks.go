@@ -147,7 +147,7 @@ func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, inter
 		default:
 			failing = false
 			c.mu.Lock()
-			if prev != nil && c.validating != nil {
+			if prev != nil { // Start set the informers before starting this loop
 				c.slow = SlowRatios(prev, cur, c.timeouts())
 			}
 			c.mu.Unlock()
@@ -196,6 +196,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	cl := c.cluster()
 	now := c.now()
+	unusable := map[string]bool{} // logCAOnce keys of this scrape
 	for _, w := range List(c.validating.GetStore(), c.mutating.GetStore()) {
 		a := Evaluate(w, cl, c.policy, now)
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1,
@@ -205,24 +206,33 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		case a.CAErr == nil:
 			ch <- prometheus.MustNewConstMetric(caExpiryDesc, prometheus.GaugeValue, float64(a.CAExpiry.Unix()), w.Configuration, w.Name, w.Type)
 		case !errors.Is(a.CAErr, ErrNoCABundle):
-			c.logCAOnce(w, a.CAErr)
+			unusable[c.logCAOnce(w, a.CAErr)] = true
 		}
 		for _, f := range a.Findings {
 			ch <- prometheus.MustNewConstMetric(findingDesc, prometheus.GaugeValue, 1, w.Configuration, w.Name, w.Type, f)
 		}
 	}
+	// Forget the bundles no webhook holds any more (configuration deleted,
+	// bundle fixed): the map stays as large as the unusable bundles now,
+	// and one that comes back is logged again.
+	for k := range c.logged {
+		if !unusable[k] {
+			delete(c.logged, k)
+		}
+	}
 }
 
-// logCAOnce logs an unusable caBundle once per webhook and bundle content.
-func (c *Collector) logCAOnce(w Webhook, err error) {
+// logCAOnce logs an unusable caBundle once per webhook and bundle content,
+// and returns its key in c.logged. Call with c.mu held.
+func (c *Collector) logCAOnce(w Webhook, err error) string {
 	h := fnv.New64a()
 	_, _ = h.Write(w.CABundle)
 	key := fmt.Sprintf("%s/%s/%s/%x", w.Type, w.Configuration, w.Name, h.Sum64())
-	if c.logged[key] {
-		return
+	if !c.logged[key] {
+		c.logged[key] = true
+		c.logger.Warn("caBundle of admission webhook is not usable PEM: no expiry series", "configuration", w.Configuration, "webhook", w.Name, "type", w.Type, "err", err)
 	}
-	c.logged[key] = true
-	c.logger.Warn("caBundle of admission webhook is not usable PEM: no expiry series", "configuration", w.Configuration, "webhook", w.Name, "type", w.Type, "err", err)
+	return key
 }
 
 // cluster reads the live Namespaces, Services and EndpointSlices.
