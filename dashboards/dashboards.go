@@ -51,6 +51,7 @@ func All() []Dashboard {
 		{UID: "kce-watch", Title: "Kubernetes convergence / Watch health", build: watchHealth},
 		{UID: "kce-exporter", Title: "Kubernetes convergence / Exporter", build: exporterHealth},
 		{UID: "kce-controllers", Title: "Kubernetes convergence / Controllers", build: controllers},
+		{UID: "kce-webhooks", Title: "Kubernetes convergence / Admission webhooks", build: webhooksBoard},
 	}
 }
 

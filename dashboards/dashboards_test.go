@@ -28,7 +28,7 @@ import (
 // goldenUIDs are the dashboards' uids. Grafana URLs, bookmarks, links
 // between dashboards and links from alerts embed them: changing one breaks
 // those, so it must be a decision, made here.
-var goldenUIDs = []string{"kce-overview", "kce-rollouts", "kce-pods-endpoints", "kce-watch", "kce-exporter", "kce-controllers"}
+var goldenUIDs = []string{"kce-overview", "kce-rollouts", "kce-pods-endpoints", "kce-watch", "kce-exporter", "kce-controllers", "kce-webhooks"}
 
 func TestUIDsUniqueAndStable(t *testing.T) {
 	var uids []string

@@ -76,8 +76,12 @@ func TestForbiddenResourceDisablesCollector(t *testing.T) {
 	if !strings.Contains(body, "collector rollouts: disabled (forbidden by RBAC") {
 		t.Errorf("/readyz does not name the forbidden collector:\n%s", body)
 	}
-	if v, ok := value(e.scrape(), "kube_convergence_collector_up", map[string]string{"collector": "rollouts"}); !ok || v != 0 {
-		t.Errorf("collector_up{rollouts} = %v (found %v), want 0", v, ok)
+	// webhooks reads endpointslices too (no_ready_endpoints).
+	mfs := e.scrape()
+	for _, c := range []string{"rollouts", "webhooks"} {
+		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != 0 {
+			t.Errorf("collector_up{%s} = %v (found %v), want 0", c, v, ok)
+		}
 	}
 	logs := e.logs.String()
 	if !strings.Contains(logs, "RBAC forbids list/watch") || !strings.Contains(logs, "endpointslices.discovery.k8s.io") {
@@ -109,6 +113,16 @@ func TestBadInputFailsClearly(t *testing.T) {
 		}
 		code, out := run("--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg, "--web.listen-address="+freeAddr(t))
 		if code != 1 || !strings.Contains(out, cfg+`: line 4: unknown key \"stallThreshold\"`) {
+			t.Errorf("exit %d, output:\n%s", code, out)
+		}
+	})
+	t.Run("bad admission probe", func(t *testing.T) {
+		cfg := filepath.Join(t.TempDir(), "kce.yaml")
+		if err := os.WriteFile(cfg, []byte("admissionProbes:\n  - name: p\n    resource: configmaps\n    namespace: default\n    operation: PATCH\n    object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out := run("--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg, "--web.listen-address="+freeAddr(t))
+		if code != 1 || !strings.Contains(out, cfg+`: line 5: admissionProbes[0].operation: want one of CREATE, UPDATE, DELETE, got \"PATCH\"`) {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
 	})

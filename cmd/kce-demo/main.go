@@ -78,9 +78,10 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	// The exporter tracks the demo's custom resource (Backups) too.
+	// The exporter tracks the demo's custom resource (Backups) too, and
+	// probes the demo's slow admission webhook.
 	cfgPath := filepath.Join(sb.Dir(), "kce.yaml")
-	if err := os.WriteFile(cfgPath, []byte(demo.BackupsConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(demo.BackupsConfig+demo.WebhookConfig), 0o600); err != nil {
 		return err
 	}
 	exp := exec.CommandContext(context.WithoutCancel(ctx), bin, "--kubeconfig="+sb.Kubeconfig(""), "--web.listen-address="+addr,
@@ -114,7 +115,9 @@ func run() error {
 		Targets: []sandbox.ScrapeTarget{{Job: "kube-convergence-exporter", Addr: addr,
 			// The bundled rules read classic `le` buckets: keep them when
 			// native histograms are scraped too.
-			Extra: map[string]any{"scrape_native_histograms": true, "always_scrape_classic_histograms": true}}},
+			Extra: map[string]any{"scrape_native_histograms": true, "always_scrape_classic_histograms": true}},
+			// The webhook latency alerts read the API server's own metrics.
+			sb.APIServerTarget()},
 		RuleFiles:       rules,
 		AlertmanagerURL: am.URL(),
 		// Count a series' first increment (see README, scrape configuration).
@@ -140,6 +143,14 @@ func run() error {
 	}
 	go demo.RunBackupController(ctx, dyn, logger)
 
+	say("Installing the demo admission webhook (%s, slow for %v every %v)...", demo.SlowWebhookName, demo.SlowWebhookPeriod, 2*demo.SlowWebhookPeriod)
+	hook, err := demo.InstallSlowWebhook(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = hook.Close() }()
+	go demo.RunSlowWebhookTimer(ctx, hook, logger)
+
 	say(`
 kube-convergence-exporter demo is running. Where to look:
 
@@ -162,8 +173,11 @@ roll too. Backups (a custom resource, kind Backup.demo.kce.io) are reconciled by
 demo's: observed after %[8]v, Ready %[9]v later; demo/broken gives up (Stalled=True, reported at once).
 demo/sandbox pods report PodReadyToStartContainers. Every Service's endpoints lag its pods
 by up to %[7]v (the controller-manager batches slice updates); demo/web-canary's selector moves.
+Admission webhook %[10]s answers in 0.1 s for %[11]v, then in 6 s (timeout 10 s) for as long: the
+exporter's admission probe demo-configmap times it, KubeConvergenceWebhookNearTimeout follows.
 Stalls show after 30 s. Press Ctrl-C to stop everything.
-`, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod, demo.BackupObserveDelay, demo.BackupReadyDelay)
+`, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod, demo.BackupObserveDelay, demo.BackupReadyDelay,
+		demo.SlowWebhookName, demo.SlowWebhookPeriod)
 
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()

@@ -166,9 +166,10 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 
 	factory := informers.New(client, wrap, logger)
-	if len(cfg.Resources) > 0 {
+	if len(cfg.Resources) > 0 || len(cfg.AdmissionProbes) > 0 {
 		// Custom resources are served as JSON only; the dynamic client
-		// asks for JSON whatever restCfg says.
+		// asks for JSON whatever restCfg says. Admission probes send their
+		// inline manifests through it.
 		dyn, err := dynamic.NewForConfig(restCfg)
 		if err != nil {
 			return fmt.Errorf("dynamic client from %s: %w", source, err)
@@ -176,7 +177,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		factory.SetDynamic(dyn)
 	}
 	var enabled []kcecollectors.Collector
-	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger}) {
+	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg}) {
 		if cfg.Enabled(c.Name()) {
 			enabled = append(enabled, c)
 		}

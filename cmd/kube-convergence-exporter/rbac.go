@@ -14,14 +14,16 @@ import (
 const rbacHeader = `# ClusterRole printed by "kube-convergence-exporter rbac": list and watch on
 # every resource the collectors enabled by the configuration read, the
 # configured custom resources and their CRDs included. No get: the
-# collectors read through their informers' caches.
+# collectors read through their informers' caches. Admission probes, if
+# configured, add a Role per probed namespace after it, and
+# webhooks.apiServerMetrics a ClusterRole for the API server's /metrics.
 `
 
 // addRBACCommand adds `rbac`, which prints the ClusterRole the exporter
 // needs with a configuration file (deploy/base holds the one for the
 // default configuration).
 func addRBACCommand(app *kingpin.Application) (dispatch func(cmd string, stdout, stderr io.Writer) (handled bool, exitCode int)) {
-	cmd := app.Command("rbac", "Print the ClusterRole (list, watch) for the collectors enabled by --config.file and its custom resources.")
+	cmd := app.Command("rbac", "Print the ClusterRole (list, watch) for the collectors enabled by --config.file and its custom resources, and the Roles its admission probes need.")
 	file := cmd.Flag("config.file", "The exporter's configuration file; without it, the default configuration.").Default("").String()
 	return func(c string, stdout, stderr io.Writer) (bool, int) {
 		if c != cmd.FullCommand() {
@@ -40,6 +42,13 @@ func addRBACCommand(app *kingpin.Application) (dispatch func(cmd string, stdout,
 			fmt.Fprintln(stderr, err)
 			return true, 1
 		}
+		roles, err := manifests.ProbeRoles(cfg.AdmissionProbes)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return true, 1
+		}
+		out = append(out, roles...)
+		out = append(out, manifests.APIServerMetricsRole(cfg)...)
 		if _, err := stdout.Write(out); err != nil {
 			fmt.Fprintln(stderr, err)
 			return true, 1

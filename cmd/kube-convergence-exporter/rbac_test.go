@@ -37,3 +37,33 @@ func TestRBACCommand(t *testing.T) {
 		t.Errorf("bad config: exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// Admission probes add one Role per probed namespace with the verbs their
+// operations need, and list/watch on webhook configurations (matching);
+// webhooks.apiServerMetrics adds get on /metrics.
+func TestRBACCommandAdmissionProbes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kce.yaml")
+	doc := `webhooks: {apiServerMetrics: {enabled: true}}
+admissionProbes:
+  - {name: a, resource: configmaps, namespace: probes, operation: CREATE, object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}}
+  - {name: b, resource: deployments.apps, namespace: probes, operation: UPDATE, object: {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}}}
+  - {name: c, resource: configmaps, namespace: other, operation: DELETE, object: {apiVersion: v1, kind: ConfigMap, metadata: {name: p}}}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := runMain([]string{"rbac", "--config.file", path}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"kind: Role\nmetadata:\n  name: kube-convergence-exporter-admission-probes\n  namespace: other\nrules:\n  - apiGroups:\n      - \"\"\n    resources:\n      - configmaps\n    verbs:\n      - delete\n",
+		"  namespace: probes\nrules:\n  - apiGroups:\n      - \"\"\n    resources:\n      - configmaps\n    verbs:\n      - create\n  - apiGroups:\n      - apps\n    resources:\n      - deployments\n    verbs:\n      - get\n      - update\n",
+		"      - mutatingwebhookconfigurations\n      - validatingwebhookconfigurations\n",
+		"  name: kube-convergence-exporter-apiserver-metrics\nrules:\n  - nonResourceURLs:\n      - /metrics\n    verbs:\n      - get\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

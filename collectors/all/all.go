@@ -6,13 +6,17 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/webhooks"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
@@ -23,6 +27,9 @@ type Options struct {
 	StallThreshold time.Duration // --stall.threshold
 	Logger         *slog.Logger
 	Now            func() time.Time // nil: time.Now
+	// RESTConfig is what admission probes build their own clients from
+	// (their own rate limiter); nil: the informer factory's clients.
+	RESTConfig *rest.Config
 }
 
 // Collectors constructs every known collector, enabled or not, in start order.
@@ -42,12 +49,16 @@ func Collectors(o Options) []collectors.Collector {
 	// One set of rollout episode families, fed by workloads and custom
 	// resources alike.
 	episodes := collectors.NewEpisodes(o.Config, o.Now)
+	probes := admissionprobes.New(o.Config, o.Logger)
+	probes.RESTConfig = o.RESTConfig
 	cs := []collectors.Collector{
 		rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
 		endpoints.New(o.Config, o.Logger, o.Now),
 		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
 		retries.New(o.Config, o.Logger, o.Now),
+		webhooks.New(o.Config, o.Logger, o.Now),
+		probes,
 	}
 	// churn hooks what the others watch: no watch and no RBAC of its own.
 	var watched []informers.Resource

@@ -28,11 +28,16 @@ const (
 	Resources = "resources"
 	Retries   = "retries"
 	Churn     = "churn"
+	// Webhooks audits admission webhook configurations.
+	Webhooks = "webhooks"
+	// AdmissionProbes sends dry-run writes; it reads nothing unless
+	// admissionProbes lists probes.
+	AdmissionProbes = "admission_probes"
 )
 
 // KnownCollectors lists every collector name the file may mention, in the
 // order they are started.
-var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn}
+var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn, Webhooks, AdmissionProbes}
 
 // Namespace label modes.
 const (
@@ -66,6 +71,11 @@ type Config struct {
 	Retries RetriesConfig `yaml:"retries"`
 	// Churn configures the churn collector (writes, hot objects, flaps).
 	Churn ChurnConfig `yaml:"churn"`
+	// Webhooks configures the admission webhook audit.
+	Webhooks WebhookAudit `yaml:"webhooks"`
+	// AdmissionProbes lists dry-run writes that time the admission chain
+	// (none by default).
+	AdmissionProbes []AdmissionProbe `yaml:"admissionProbes"`
 }
 
 // CollectorConfig is one collector's settings.
@@ -246,6 +256,7 @@ func (c *Config) validate(pos positions) error {
 	}
 	c.validateResources(pos, add)
 	c.validateRetries(pos, add)
+	c.validateWebhooks(pos, add)
 	if len(errs) > 0 {
 		// One line: the error ends up as a single slog attribute.
 		return errors.New(strings.Join(errs, "; "))

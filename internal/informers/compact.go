@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -89,6 +90,10 @@ func Compact(obj any) (any, error) {
 		spec.Template = corev1.PodTemplateSpec{}
 		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
 		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		compactMeta(&o.ObjectMeta)
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		compactMeta(&o.ObjectMeta)
 	case *corev1.Namespace:
 		compactMeta(&o.ObjectMeta)
 		o.Spec = corev1.NamespaceSpec{}

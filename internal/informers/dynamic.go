@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -114,4 +115,13 @@ func compactCRD(obj any) (any, error) {
 	out.SetAnnotations(meta.Annotations)
 	out.SetDeletionTimestamp(u.GetDeletionTimestamp())
 	return out, nil
+}
+
+// Clients returns the factory's typed client and its dynamic client (nil
+// unless SetDynamic was called), for the one collector that sends requests
+// of its own: admission_probes.
+func (f *Factory) Clients() (kubernetes.Interface, dynamic.Interface) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.client, f.dynamic
 }

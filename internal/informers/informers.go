@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -50,6 +51,9 @@ var (
 	EndpointSlices = Resource{"discovery.k8s.io", "v1", "endpointslices"}
 	// Namespaces: their deletion removes the namespace's series.
 	Namespaces = Resource{"", "v1", "namespaces"}
+	// Admission webhook configurations (the webhooks audit).
+	ValidatingWebhookConfigurations = Resource{"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"}
+	MutatingWebhookConfigurations   = Resource{"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"}
 )
 
 // Wrapper instruments a resource's ListerWatcher (package listwatch).
@@ -257,6 +261,20 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return c.CoreV1().Namespaces().Watch(ctx, o)
+			}},
+		ValidatingWebhookConfigurations: {&admissionregistrationv1.ValidatingWebhookConfiguration{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Watch(ctx, o)
+			}},
+		MutatingWebhookConfigurations: {&admissionregistrationv1.MutatingWebhookConfiguration{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.AdmissionregistrationV1().MutatingWebhookConfigurations().Watch(ctx, o)
 			}},
 		EndpointSlices: {&discoveryv1.EndpointSlice{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

@@ -432,3 +432,17 @@ func stopService(name string, proc *process, sp *spawner, dir string, ownDir boo
 	}
 	return nil
 }
+
+// APIServerTarget is a scrape job "apiserver" for the sandbox's API server,
+// authenticated with the admin token (its serving certificate is
+// self-signed, so it is not verified): the API server's own metrics, such
+// as apiserver_admission_webhook_*, which the bundled webhook alerts read.
+func (s *Sandbox) APIServerTarget() ScrapeTarget {
+	return ScrapeTarget{
+		Job: "apiserver", Addr: strings.TrimPrefix(s.APIServerURL(), "https://"), Scheme: "https",
+		Extra: map[string]any{
+			"tls_config":    map[string]any{"insecure_skip_verify": true},
+			"authorization": map[string]any{"type": "Bearer", "credentials": s.AdminConfig().BearerToken},
+		},
+	}
+}

@@ -17,8 +17,20 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// bundledRuleFiles are the rule files the PrometheusRule carries, in order.
-var bundledRuleFiles = []string{"kube-convergence-alerts.rules.yml", "kube-convergence-controllers.rules.yml", "kube-convergence-slos.rules.yml"}
+// bundledRuleFiles are the rule files the PrometheusRule carries: every
+// rules/*.rules.yml, in name order (filepath.Glob sorts, as Prometheus does
+// for a rule_files glob), so a new rule file cannot be left out.
+func bundledRuleFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot, "rules", "*.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("rules/*.rules.yml: %d files, want at least the alerts, SLO and webhook rules", len(files))
+	}
+	return files
+}
 
 func TestPrometheusRuleHoldsTheBundledRules(t *testing.T) {
 	var obj struct {
@@ -34,11 +46,11 @@ func TestPrometheusRuleHoldsTheBundledRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []map[string]any
-	for _, f := range bundledRuleFiles {
+	for _, f := range bundledRuleFiles(t) {
 		var rf struct {
 			Groups []map[string]any `yaml:"groups"`
 		}
-		b, err := os.ReadFile(filepath.Join(repoRoot, "rules", f))
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}

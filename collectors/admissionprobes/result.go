@@ -1,0 +1,70 @@
+package admissionprobes
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Results, the `result` label.
+const (
+	Allowed = "allowed"
+	Denied  = "denied"
+	Timeout = "timeout"
+	Error   = "error"
+)
+
+// Results lists every result, created at zero for each probe.
+var Results = []string{Allowed, Denied, Timeout, Error}
+
+// Classify turns a dry-run request's outcome into a result. The API
+// server's messages (k8s.io/apiserver pkg/admission/plugin/webhook/errors
+// and validating/dispatcher.go, seen on v1.37):
+//   - a webhook denial: `admission webhook "NAME" denied the request: …`
+//     (403 unless the webhook sets a code);
+//   - a webhook that timed out under failurePolicy Fail: 500 `Internal error
+//     occurred: failed calling webhook "NAME": failed to call webhook: Post
+//     "…?timeout=1s": context deadline exceeded`;
+//   - a built-in admission plugin's refusal: 403 Forbidden (ResourceQuota,
+//     NamespaceLifecycle, PodSecurity); RBAC's 403 says `User "…" cannot
+//     create resource …` and is an error, not a denial;
+//   - a ValidatingAdmissionPolicy: 422 `ValidatingAdmissionPolicy '…' with
+//     binding '…' denied request`.
+//
+// The probe's own deadline and a 504 are timeouts too.
+func Classify(err error) string {
+	if err == nil {
+		return Allowed
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Timeout
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		// The probe's clients set no http.Client Timeout (the deadline is
+		// the context's, above): anything else unstructured is an error.
+		return Error
+	}
+	s := status.Status()
+	msg := s.Message
+	switch {
+	case strings.Contains(msg, "admission webhook \"") && strings.Contains(msg, "denied the request"):
+		return Denied
+	case strings.Contains(msg, "ValidatingAdmissionPolicy") && strings.Contains(msg, "denied request"):
+		return Denied
+	case s.Code == http.StatusGatewayTimeout:
+		return Timeout
+	case s.Code == http.StatusInternalServerError && strings.Contains(msg, "failed calling webhook") &&
+		(strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "Timeout exceeded")):
+		return Timeout
+	case s.Code == http.StatusForbidden && !(strings.Contains(msg, " cannot ") && strings.Contains(msg, "resource \"")):
+		return Denied
+	}
+	return Error
+}
+
+func admissionOp(op string) admissionv1.OperationType { return admissionv1.OperationType(op) }
