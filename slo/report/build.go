@@ -387,6 +387,8 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 		return r, err
 	}
 
+	r.Exhaustion = exhaustionOf(at, window, r.Budget, day, budget)
+
 	// The kept alert window pairs of both tiers, as the rules have them.
 	for _, t := range []struct {
 		name string
@@ -432,8 +434,7 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 		return r, err
 	}
 	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
-	r.Exhaustion = exhaustionOf(at, e, r.Budget, day, budget, ms)
-	step := chartStep(window)
+		step := chartStep(window)
 	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc)}
 	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
 	r.Warnings = slices.Clone(q.warnings)

@@ -103,6 +103,9 @@ func exhaustionText(s *SLO) string {
 	case ExhaustionExhausted:
 		return "exhausted: no budget left"
 	case ExhaustionNever:
+		if e.BurnRate1d == nil {
+			return "not at the current rate (no events in the last day)"
+		}
 		return "not at the current rate (1d burn rate " + fmtRate(e.BurnRate1d) + ")"
 	}
 	return "n/a (no events)"

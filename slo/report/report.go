@@ -88,7 +88,8 @@ type Budget struct {
 	RemainingRatio *float64 `json:"remainingRatio"`
 }
 
-// Exhaustion is when the remaining budget runs out at the 1d burn rate.
+// Exhaustion is when the remaining budget runs out at the 1d burn rate:
+// At = report time + remainingRatio x window / burnRate1d.
 type Exhaustion struct {
 	// BurnRate1d is the error ratio of the last day over the budget ratio;
 	// nil without events in the last day.
@@ -96,7 +97,8 @@ type Exhaustion struct {
 	// At is the projected date; nil when State is not "projected".
 	At *time.Time `json:"at"`
 	// State: "projected", "exhausted" (no budget left), "not at the
-	// current rate" (the last day burnt nothing), "no events".
+	// current rate" (the last day burnt nothing or had no events, or the
+	// date is more than 100 years away), "no events" (in the window).
 	State string `json:"state"`
 }
 
