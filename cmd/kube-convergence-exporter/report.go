@@ -58,8 +58,16 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 			return usage("--file is empty; for standard input write --file=- or -f-")
 		}
 		u, err := url.Parse(*promURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usage("--prometheus.url %q: want an http or https URL", *promURL)
+		if err != nil {
+			// url.Parse's error quotes the URL, password and all.
+			return usage("--prometheus.url: not a URL; want an http or https URL")
+		}
+		// The source as shown everywhere (header, JSON, HTML title,
+		// errors): a password in the URL is sent as basic auth by
+		// net/http, never printed.
+		source := u.Redacted()
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usage("--prometheus.url %q: want an http or https URL", source)
 		}
 		var w time.Duration
 		if *window != "" {
@@ -86,7 +94,7 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 			fmt.Fprintln(stderr, err)
 			return true, reportError
 		}
-		client, err := apiClient(*promURL, *httpConfig)
+		client, err := apiClient(u, *httpConfig)
 		if err != nil {
 			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
 			return true, reportError
@@ -96,7 +104,7 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 		logf := func(format string, args ...any) {
 			fmt.Fprintf(stderr, "kube-convergence-exporter: report: "+format+"\n", args...)
 		}
-		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: *promURL})
+		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: source})
 		if err != nil {
 			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
 			return true, reportError
@@ -135,7 +143,7 @@ func parseTime(s string) (time.Time, error) {
 
 // apiClient builds the API client; configFile is promtool's
 // --http.config.file format (prometheus/common's HTTPClientConfig).
-func apiClient(address, configFile string) (api.Client, error) {
+func apiClient(u *url.URL, configFile string) (api.Client, error) {
 	cfg := config.DefaultHTTPClientConfig
 	if configFile != "" {
 		c, _, err := config.LoadHTTPConfigFile(configFile)
@@ -148,9 +156,13 @@ func apiClient(address, configFile string) (api.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http.config.file: %w", err)
 	}
-	c, err := api.NewClient(api.Config{Address: strings.TrimSuffix(address, "/"), RoundTripper: rt})
+	c, err := api.NewClient(api.Config{Address: strings.TrimSuffix(u.String(), "/"), RoundTripper: rt})
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus.url: %w", err)
+		// A *url.Error quotes the URL: keep only its cause.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("--prometheus.url %s: %w", u.Redacted(), err)
 	}
 	return c, nil
 }

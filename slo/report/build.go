@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -24,7 +25,8 @@ type Options struct {
 	Window time.Duration
 	// Location sets the calendar months; nil is UTC.
 	Location *time.Location
-	// Source names the API in the report and in errors (its URL).
+	// Source names the API in the report and in errors (its URL); a
+	// password in it is redacted (url.URL.Redacted).
 	Source string
 }
 
@@ -53,6 +55,9 @@ func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, er
 		loc = time.UTC
 	}
 	at := o.At.In(loc).Truncate(time.Millisecond)
+	if u, err := url.Parse(o.Source); err == nil {
+		o.Source = u.Redacted()
+	}
 	r := &Report{At: at, Source: o.Source, Timezone: loc.String(), SLOs: []SLO{}, Warnings: []string{}}
 	for i := range f.SLOs {
 		q := &querier{api: api, source: o.Source, slo: &f.SLOs[i], seen: map[string]bool{}}
