@@ -439,7 +439,7 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 		return r, err
 	}
 	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
-		step := chartStep(window)
+	step := chartStep(window)
 	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc)}
 	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
 	r.Warnings = slices.Clone(q.warnings)
