@@ -134,7 +134,9 @@ func parseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
+	// Unix seconds of years 1 to 9999, the RFC 3339 range; ParseFloat
+	// also reads NaN and Inf.
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= -62135596800 && f <= 253402300799 {
 		sec := int64(f)
 		return time.Unix(sec, int64((f-float64(sec))*1e9)).Round(time.Millisecond), nil
 	}

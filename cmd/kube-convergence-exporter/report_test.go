@@ -45,6 +45,10 @@ func TestReportUsageErrorsExit2(t *testing.T) {
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1x"}, `--window "1x"`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1m"}, "at least 2m"},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "yesterday"}, `--at "yesterday": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "NaN"}, `--at "NaN": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "Inf"}, `--at "Inf": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at=-Inf"}, `--at "-Inf": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "1e300"}, `--at "1e300": want RFC 3339`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--timezone", "Mars/Olympus"}, `--timezone "Mars/Olympus"`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--format", "pdf"}, "enum value must be one of text,markdown,json,html"},
 	} {

@@ -102,14 +102,36 @@ func (q *querier) instant(ctx context.Context, query string, at time.Time) (mode
 	if err != nil {
 		return nil, q.fail(query, err)
 	}
+	var vec model.Vector
 	switch v := v.(type) {
 	case model.Vector:
-		return v, nil
+		vec = v
 	case *model.Scalar:
-		return model.Vector{{Value: v.Value, Timestamp: v.Timestamp}}, nil
+		vec = model.Vector{{Value: v.Value, Timestamp: v.Timestamp}}
+	default:
+		return nil, q.fail(query, fmt.Errorf("result is a %s, want a vector", v.Type()))
 	}
-	return nil, q.fail(query, fmt.Errorf("result is a %s, want a vector", v.Type()))
+	for _, s := range vec {
+		if err := finite(s.Metric, s.Value); err != nil {
+			return nil, q.fail(query, err)
+		}
+	}
+	return vec, nil
 }
+
+// finite refuses NaN and ±Inf: 1 - NaN/total compares false with the
+// objective and would read as met. A sum of counters' increases is never
+// either; a ratio query that divides (x / 0) or a counter that overflowed
+// is, and the report cannot count events from it.
+func finite(m model.Metric, v model.SampleValue) error {
+	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("%w: %v for %s", ErrNonFinite, f, m)
+	}
+	return nil
+}
+
+// ErrNonFinite is a NaN or infinite value from the API.
+var ErrNonFinite = errors.New("non-finite value")
 
 // scalar runs an instant query that returns at most one sample (a sum
 // without grouping): its value, and whether there was one.
@@ -147,7 +169,10 @@ func (q *querier) steps(ctx context.Context, query string, first time.Time, n in
 		for _, s := range m {
 			for _, p := range s.Values {
 				i := int(p.Timestamp.Time().Sub(first).Round(time.Millisecond) / minute)
-				if i >= 0 && i < n && !math.IsNaN(float64(p.Value)) {
+				if err := finite(s.Metric, p.Value); err != nil {
+					return nil, nil, q.fail(query, fmt.Errorf("at %s: %w", p.Timestamp.Time().UTC().Format(time.RFC3339), err))
+				}
+				if i >= 0 && i < n {
 					vals[i], has[i] = float64(p.Value), true
 				}
 			}
