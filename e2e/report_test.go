@@ -456,25 +456,47 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 			}
 		}
 
-		// Burn rates and the tier that would fire, from the raw series.
-		wantTier := ""
-		if len(s.BurnRates) != 4 {
-			t.Errorf("%s: %d burn rates, want the 4 default pairs of a 30d period", s.ID, len(s.BurnRates))
+		// Burn rates and the tier that would fire, from the raw series,
+		// against the pairs docs/slo.md gives a 30d period by default
+		// (page 1h/5m at 14.4x and 6h/30m at 6x with minEvents 10,
+		// ticket 1d/2h at 3x and 3d/6h at 1x without a guard), written
+		// out here rather than read from the report.
+		wantPairs := []struct {
+			tier          string
+			long, short   time.Duration
+			longS, shortS string
+			factor        float64
+			minEvents     float64
+		}{
+			{"page", time.Hour, 5 * time.Minute, "1h", "5m", 14.4, 10},
+			{"page", 6 * time.Hour, 30 * time.Minute, "6h", "30m", 6, 10},
+			{"ticket", 24 * time.Hour, 2 * time.Hour, "1d", "2h", 3, 0},
+			{"ticket", 72 * time.Hour, 6 * time.Hour, "3d", "6h", 1, 0},
 		}
-		for _, br := range s.BurnRates {
-			long, _ := time.ParseDuration(strings.Replace(strings.Replace(br.Long, "3d", "72h", 1), "1d", "24h", 1))
-			short, _ := time.ParseDuration(br.Short)
-			l := expectEvents(buckets, exceeded, reportAt.Add(-long), reportAt, available)
-			sh := expectEvents(buckets, exceeded, reportAt.Add(-short), reportAt, available)
+		if len(s.BurnRates) != len(wantPairs) {
+			t.Errorf("%s: %d burn rates, want the 4 default pairs of a 30d period: %+v", s.ID, len(s.BurnRates), s.BurnRates)
+		}
+		wantTier := ""
+		for i, wp := range wantPairs {
+			l := expectEvents(buckets, exceeded, reportAt.Add(-wp.long), reportAt, available)
+			sh := expectEvents(buckets, exceeded, reportAt.Add(-wp.short), reportAt, available)
 			lr, sr := l.bad/l.total()/(1-obj), sh.bad/sh.total()/(1-obj)
-			nearPtr(fmt.Sprintf("%s %s %s/%s long burn rate", s.ID, br.Tier, br.Long, br.Short), br.LongRate, lr)
-			nearPtr(fmt.Sprintf("%s %s %s/%s short burn rate", s.ID, br.Tier, br.Long, br.Short), br.ShortRate, sr)
-			fires := lr > br.Factor && sr > br.Factor && l.total() >= float64(br.MinEvents)
-			if br.Firing != fires {
-				t.Errorf("%s: %s %s/%s at %vx firing %v, want %v (long %.3fx short %.3fx)", s.ID, br.Tier, br.Long, br.Short, br.Factor, br.Firing, fires, lr, sr)
+			fires := lr > wp.factor && sr > wp.factor && l.total() >= wp.minEvents
+			if fires && (wantTier == "" || wp.tier == "page") {
+				wantTier = wp.tier
 			}
-			if fires && (wantTier == "" || br.Tier == "page") {
-				wantTier = br.Tier
+			if i >= len(s.BurnRates) {
+				continue
+			}
+			br := s.BurnRates[i]
+			if br.Tier != wp.tier || br.Long != wp.longS || br.Short != wp.shortS || br.Factor != wp.factor || float64(br.MinEvents) != wp.minEvents {
+				t.Errorf("%s: pair %d is %s %s/%s %vx minEvents %d, want %s %s/%s %vx minEvents %v", s.ID, i, br.Tier, br.Long, br.Short, br.Factor, br.MinEvents, wp.tier, wp.longS, wp.shortS, wp.factor, wp.minEvents)
+			}
+			nearPtr(fmt.Sprintf("%s %s %s/%s long burn rate", s.ID, wp.tier, wp.longS, wp.shortS), br.LongRate, lr)
+			nearPtr(fmt.Sprintf("%s %s %s/%s short burn rate", s.ID, wp.tier, wp.longS, wp.shortS), br.ShortRate, sr)
+			near(fmt.Sprintf("%s %s %s/%s long events", s.ID, wp.tier, wp.longS, wp.shortS), br.LongEvents, l.total())
+			if br.Firing != fires {
+				t.Errorf("%s: %s %s/%s at %vx firing %v, want %v (long %.3fx short %.3fx)", s.ID, wp.tier, wp.longS, wp.shortS, wp.factor, br.Firing, fires, lr, sr)
 			}
 		}
 		gotTier := ""
