@@ -282,7 +282,7 @@ const reportStrictSLO = `  - name: rollouts-strict
 // startBackfilledPrometheus writes the history as OpenMetrics, backfills
 // it with promtool into dir/prometheus and starts the real Prometheus on
 // it; the test's cleanup stops it.
-func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, buckets, exceeded []*omSeries) *sandbox.Prometheus {
+func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, buckets, exceeded []*omSeries, extraArgs ...string) *sandbox.Prometheus {
 	t.Helper()
 	om := filepath.Join(dir, "history.om")
 	if err := writeOpenMetrics(om, buckets, exceeded); err != nil {
@@ -305,7 +305,7 @@ func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, bu
 	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{
 		Dir: promDir,
 		// Far longer than the history, which ends weeks before now.
-		ExtraArgs: []string{"--storage.tsdb.retention.time=3650d"},
+		ExtraArgs: append([]string{"--storage.tsdb.retention.time=3650d"}, extraArgs...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -681,7 +681,8 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 
 	// A good-minutes SLI: a minute is bad when team-a's Deployment counter
 	// rose over the last minute, and counts while the counter has a sample
-	// within the 5m lookback. Its events are minutes, so the expectation
+	// within the 5m lookback; it is present (not a gap) when the counter
+	// has a sample within the minute. Its events are minutes, so the expectation
 	// is exact: Prometheus 3's left-open lookback (t-5m, t] at every minute
 	// of the window, computed here from the samples.
 	const minutesSLO = `service: backfill
@@ -724,6 +725,15 @@ slos:
 		}
 		return 0, false
 	}
+	// A sample of countWhen's series in (t-1m, t]: the minute is present.
+	sampled := func(t time.Time) bool {
+		for _, ts := range teamA.t {
+			if ts > t.Add(-time.Minute).UnixMilli() && ts <= t.UnixMilli() {
+				return true
+			}
+		}
+		return false
+	}
 	var wantBad, wantTotal float64
 	var wantGaps []report.Period
 	gapStart := time.Time{}
@@ -735,10 +745,11 @@ slos:
 				wantBad++
 			}
 		}
+		present := sampled(t)
 		switch {
-		case !ok && gapStart.IsZero():
+		case !present && gapStart.IsZero():
 			gapStart = t
-		case ok && !gapStart.IsZero():
+		case present && !gapStart.IsZero():
 			if d := t.Sub(gapStart); d >= 2*time.Minute {
 				wantGaps = append(wantGaps, report.Period{Start: gapStart.Add(-time.Minute), End: t.Add(-time.Minute)})
 			}

@@ -271,8 +271,14 @@ func selectorsOf(expr string) ([]string, error) {
 	}
 	var sels []string
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok && !slices.Contains(sels, vs.String()) {
-			sels = append(sels, vs.String())
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			// The series, not the time: "x offset 1m[1m]" does not
+			// parse, and x's samples are what a minute holds.
+			plain := *vs
+			plain.OriginalOffset, plain.Offset, plain.Timestamp, plain.StartOrEnd = 0, 0, nil, 0
+			if str := plain.String(); !slices.Contains(sels, str) {
+				sels = append(sels, str)
+			}
 		}
 		return nil
 	})
@@ -288,17 +294,34 @@ func selectorsOf(expr string) ([]string, error) {
 // these are exact when its queries are sums of rates of counters (the
 // usual shape) and only draw the chart and find quiet runs otherwise.
 // Good-minutes SLIs: the rule's bad-minute expression at every minute; a
-// minute that does not count is absent.
+// minute is present when countWhen's series have a sample in it, and one
+// that is present but does not count has no event (zero traffic).
 func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*minutes, error) {
 	m := &minutes{first: first, bad: make([]float64, n), total: make([]float64, n)}
 	if gm := q.slo.SLI.GoodMinutes; gm != nil {
-		bv, present, err := q.steps(ctx, gm.BadMinute(), first, n)
+		bv, counted, err := q.steps(ctx, gm.BadMinute(), first, n)
 		if err != nil {
 			return nil, err
 		}
-		m.present = present
+		// Present: a sample of countWhen's series in the minute (the
+		// issue's "sample of the SLI's total series"); a present minute
+		// that does not count is zero traffic, not a gap. A countWhen
+		// without a selector (vector(1)) has only its counted minutes.
+		sels, err := selectorsOf(gm.CountWhen)
+		if err != nil {
+			return nil, err
+		}
+		// A minute counted through the 5m lookback without a sample of
+		// its own is still in a gap: the 3h gap of the e2e history
+		// would otherwise read as 2h56m.
+		m.present = counted
+		if len(sels) > 0 {
+			if m.present, err = q.presence(ctx, sels, first, n); err != nil {
+				return nil, err
+			}
+		}
 		for i := range n {
-			if present[i] {
+			if counted[i] {
 				m.bad[i], m.total[i] = bv[i], 1
 			}
 		}
@@ -311,11 +334,7 @@ func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*mi
 	if len(total) == 0 {
 		return nil, fmt.Errorf("slo %s: the total query reads no series", q.slo.ID())
 	}
-	counts := make([]string, len(total))
-	for i, s := range total {
-		counts[i] = "count_over_time(" + s + "[1m])"
-	}
-	if _, m.present, err = q.steps(ctx, "group("+strings.Join(counts, " or ")+")", first, n); err != nil {
+	if m.present, err = q.presence(ctx, total, first, n); err != nil {
 		return nil, err
 	}
 	inc := map[string][]float64{}
@@ -338,6 +357,17 @@ func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*mi
 		}
 	}
 	return m, nil
+}
+
+// presence is, for each minute, whether one of the selectors' series has a
+// sample in it: count_over_time over 1m, (t-1m, t].
+func (q *querier) presence(ctx context.Context, sels []string, first time.Time, n int) ([]bool, error) {
+	counts := make([]string, len(sels))
+	for i, s := range sels {
+		counts[i] = "count_over_time(" + s + "[1m])"
+	}
+	_, present, err := q.steps(ctx, "group("+strings.Join(counts, " or ")+")", first, n)
+	return present, err
 }
 
 // worst ranks label values by bad events over the window.

@@ -78,3 +78,15 @@ slos:
 		}
 	}
 }
+
+// selectorsOf gives the series without their offset or @: a range of
+// "x offset 1m" would not parse as "x offset 1m[1m]".
+func TestSelectorsOfDropsOffset(t *testing.T) {
+	got, err := selectorsOf(`x{a="1"} - x{a="1"} offset 1m > 0 or y @ 100`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != `x{a="1"} y` {
+		t.Errorf("selectors %q, want x{a=\"1\"} and y", got)
+	}
+}
