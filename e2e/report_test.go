@@ -763,6 +763,12 @@ slos:
 	if len(ms.Gaps) != len(wantGaps) || len(wantGaps) != 1 || !ms.Gaps[0].Start.Equal(wantGaps[0].Start) || !ms.Gaps[0].End.Equal(wantGaps[0].End) {
 		t.Errorf("good minutes: gaps %+v, want %+v", ms.Gaps, wantGaps)
 	}
+	// The samples' gap is the history's 3h one, as for the latency SLOs:
+	// presence is a sample of the series, not a counted minute (whose 5m
+	// lookback would shorten it by 4 minutes).
+	if len(ms.Gaps) != 1 || !ms.Gaps[0].Start.Equal(gapFrom.Add(-time.Minute)) || !ms.Gaps[0].End.Equal(gapTo.Add(-time.Minute)) || ms.Gaps[0].Duration != "3h" {
+		t.Errorf("good minutes: gaps %+v, want the 3h gap (%v, %v]", ms.Gaps, gapFrom.Add(-time.Minute), gapTo.Add(-time.Minute))
+	}
 	if len(ms.ZeroTraffic) != 0 {
 		t.Errorf("good minutes: zero traffic %+v, want none (a counted minute is an event)", ms.ZeroTraffic)
 	}
