@@ -80,6 +80,9 @@ type querier struct {
 	slo      *slo.SLO
 	warnings []string
 	seen     map[string]bool
+	// piece is the steps per range query: maxPoints, less once the API
+	// refused that many samples.
+	piece int
 }
 
 func (q *querier) fail(query string, err error) error {
@@ -146,16 +149,36 @@ func (q *querier) scalar(ctx context.Context, query string, at time.Time) (float
 	return float64(v[0].Value), true, nil
 }
 
+// tooManySamples is Prometheus' (and Thanos Query's) refusal of a query
+// that would hold more than --query.max-samples (default 50,000,000)
+// samples at once (promql.ErrTooManySamples). A range query over an
+// unaggregated selector holds every series at every step: at 10,000
+// steps, 5,000 series.
+const tooManySamples = "query processing would load too many samples"
+
+// minPiece is the fewest steps a range query is shrunk to: a limit that
+// 10 steps exceed is not one the report can work under.
+const minPiece = 10
+
 // steps runs a query at every minute from first to last (inclusive), in
-// pieces of maxPoints, and returns the value of the (single) series at
-// each step.
+// pieces of at most maxPoints, and returns the value of the (single)
+// series at each step. A piece the API refuses as too many samples is
+// asked again in pieces a quarter as long, and the SLO's later range
+// queries start at that size.
 func (q *querier) steps(ctx context.Context, query string, first time.Time, n int) (vals []float64, has []bool, err error) {
 	vals, has = make([]float64, n), make([]bool, n)
-	for lo := 0; lo < n; lo += maxPoints {
-		hi := min(lo+maxPoints, n)
+	if q.piece == 0 {
+		q.piece = maxPoints
+	}
+	for lo := 0; lo < n; {
+		hi := min(lo+q.piece, n)
 		r := v1.Range{Start: first.Add(time.Duration(lo) * minute), End: first.Add(time.Duration(hi-1) * minute), Step: minute}
 		v, ws, _, err := q.api.QueryRange(ctx, query, r)
 		q.warn(ws)
+		if err != nil && strings.Contains(err.Error(), tooManySamples) && q.piece/4 >= minPiece {
+			q.piece /= 4
+			continue
+		}
 		if err != nil {
 			return nil, nil, q.fail(query, err)
 		}
@@ -177,6 +200,7 @@ func (q *querier) steps(ctx context.Context, query string, first time.Time, n in
 				}
 			}
 		}
+		lo = hi
 	}
 	return vals, has, nil
 }
