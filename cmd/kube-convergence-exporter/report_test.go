@@ -46,6 +46,7 @@ func TestReportUsageErrorsExit2(t *testing.T) {
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1m"}, "at least 2m"},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "yesterday"}, `--at "yesterday": want RFC 3339`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "NaN"}, `--at "NaN": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--timeout", "0s"}, `--timeout 0s: want a positive duration`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "Inf"}, `--at "Inf": want RFC 3339`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at=-Inf"}, `--at "-Inf": want RFC 3339`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "1e300"}, `--at "1e300": want RFC 3339`},
@@ -181,5 +182,28 @@ func TestReportRedactsURLPassword(t *testing.T) {
 		if code != c.code || strings.Contains(out+errs, secret) {
 			t.Errorf("%s: exit %d, stderr %q; want %d and no password", c.url, code, errs, c.code)
 		}
+	}
+}
+
+// --timeout bounds the run: an API that never answers fails after it,
+// exit 1.
+func TestReportTimeout(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	start := time.Now()
+	code, _, errs := runCLI(t, "report", "--prometheus.url", srv.URL, "-f", file, "--timeout", "300ms")
+	if code != 1 || !strings.Contains(errs, "context deadline exceeded") || time.Since(start) > 5*time.Second {
+		t.Errorf("exit %d after %v, stderr %q; want 1 after about 300ms with context deadline exceeded", code, time.Since(start), errs)
 	}
 }

@@ -48,7 +48,8 @@ func (e *QueryError) Error() string {
 
 func (e *QueryError) Unwrap() error { return e.Err }
 
-// Build queries api for every SLO of f and returns the report.
+// Build queries api for every SLO of f and returns the report. On an
+// error the report holds only the API's warnings gathered until then.
 func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, error) {
 	loc := o.Location
 	if loc == nil {
@@ -62,11 +63,12 @@ func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, er
 	for i := range f.SLOs {
 		q := &querier{api: api, source: o.Source, slo: &f.SLOs[i], seen: map[string]bool{}}
 		s, err := q.report(ctx, at, o.Window, loc)
-		if err != nil {
-			return nil, err
+		for _, w := range q.warnings {
+			r.Warnings = append(r.Warnings, q.slo.ID()+": "+w)
 		}
-		for _, w := range s.Warnings {
-			r.Warnings = append(r.Warnings, s.ID+": "+w)
+		if err != nil {
+			// The warnings may say why (a store down behind Thanos).
+			return &Report{Source: r.Source, Warnings: r.Warnings}, err
 		}
 		r.SLOs = append(r.SLOs, s)
 	}
@@ -320,7 +322,7 @@ func selectorsOf(expr string) ([]string, error) {
 // Good-minutes SLIs: the rule's bad-minute expression at every minute; a
 // minute is present when countWhen's series have a sample in it, and one
 // that is present but does not count has no event (zero traffic).
-func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*minutes, error) {
+func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int, window Events) (*minutes, error) {
 	m := &minutes{first: first, bad: make([]float64, n), total: make([]float64, n)}
 	if gm := q.slo.SLI.GoodMinutes; gm != nil {
 		bv, counted, err := q.steps(ctx, gm.BadMinute(), first, n)
@@ -361,6 +363,15 @@ func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*mi
 	if m.present, err = q.presence(ctx, total, first, n); err != nil {
 		return nil, err
 	}
+	// An errorQuery that is not a sum of counters' rates (total - good,
+	// a ratio, a quantile) cannot be split into its selectors' increases:
+	// the window's bad events are spread over its events instead.
+	if r := q.slo.SLI.Ratio; r != nil {
+		errQ, _ := r.Queries("1m")
+		if !sumOfRates(errQ) {
+			bad, m.apportioned = nil, true
+		}
+	}
 	inc := map[string][]float64{}
 	for _, s := range append(slices.Clone(total), bad...) {
 		if inc[s] != nil {
@@ -379,8 +390,36 @@ func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*mi
 		for _, s := range bad {
 			m.bad[i] += inc[s][i]
 		}
+		if m.apportioned && window.Total > 0 {
+			m.bad[i] = m.total[i] * window.Bad / window.Total
+		}
 	}
 	return m, nil
+}
+
+// sumOfRates reports whether expr only adds up rates or increases of
+// counters (sum, +, rate, increase, parentheses), so that its bad events
+// are the increases of its selectors.
+func sumOfRates(expr string) bool {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return false
+	}
+	ok := true
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.BinaryExpr:
+			ok = ok && n.Op == parser.ADD
+		case *parser.AggregateExpr:
+			ok = ok && n.Op == parser.SUM
+		case *parser.Call:
+			ok = ok && (n.Func.Name == "rate" || n.Func.Name == "increase")
+		case *parser.SubqueryExpr, *parser.NumberLiteral, *parser.StringLiteral, *parser.UnaryExpr:
+			ok = false
+		}
+		return nil
+	})
+	return ok
 }
 
 // presence is, for each minute, whether one of the selectors' series has a
@@ -513,13 +552,13 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	// Minute by minute: gaps, zero traffic, the chart.
 	n := int(window / minute)
 	first := at.Add(-time.Duration(n-1) * minute)
-	ms, err := q.minuteSeries(ctx, first, n)
+	ms, err := q.minuteSeries(ctx, first, n, e)
 	if err != nil {
 		return r, err
 	}
 	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
 	step := chartStep(window)
-	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc)}
+	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc), BadApportioned: ms.apportioned}
 	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
 	r.Warnings = slices.Clone(q.warnings)
 	if r.Warnings == nil {

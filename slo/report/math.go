@@ -4,8 +4,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/prometheus/common/model"
-
 	"github.com/kube-convergence/kube-convergence-exporter/slo"
 )
 
@@ -151,6 +149,9 @@ type minutes struct {
 	present []bool
 	bad     []float64
 	total   []float64
+	// apportioned: bad is the window's error ratio times total, not
+	// counted per minute (see Chart.BadApportioned).
+	apportioned bool
 }
 
 func (m *minutes) end(i int) time.Time { return m.first.Add(time.Duration(i) * minute) }
@@ -277,12 +278,6 @@ func top(bad map[string]float64, all float64) []Contributor {
 	return out
 }
 
-// formatDuration writes whole days as 3d, anything else like Prometheus
-// (3h, 1h30m), rounded to the second.
-func formatDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d >= slo.Day && d%slo.Day == 0 {
-		return slo.FormatDuration(d)
-	}
-	return model.Duration(d).String()
-}
+// formatDuration writes a duration as the SLO file does (30d, 3h, 1h30m),
+// rounded to the second.
+func formatDuration(d time.Duration) string { return slo.FormatDuration(d.Round(time.Second)) }

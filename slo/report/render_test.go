@@ -189,3 +189,20 @@ func TestHTMLIsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// Text from the SLO file or the API stays literal and on one table row.
+func TestMarkdownEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"a|b":             `a\|b`,
+		`C:\new`:          `C:\\new`,
+		"[x](http://e)":   `\[x\](http://e)`,
+		"`code`":          "\\`code\\`",
+		"*b* _i_":         `\*b\* \_i\_`,
+		"<img src=x>":     "&lt;img src=x&gt;",
+		"one\ntwo\r\nx\r": "one<br>two<br>x<br>",
+	} {
+		if got := mdEscape(in); got != want {
+			t.Errorf("mdEscape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -168,6 +168,11 @@ type Period struct {
 type Chart struct {
 	Step   string  `json:"step"`
 	Points []Point `json:"points"`
+	// BadApportioned: the ratio SLI's errorQuery is not a sum of
+	// counters' rates (e.g. total - good), so the bad events per step are
+	// the window's error ratio times the step's events, an approximation;
+	// the SLI line is then flat where traffic is.
+	BadApportioned bool `json:"badApportioned,omitempty"`
 }
 
 // Point is one chart step ending at T: SLI is 1 - bad/total within the

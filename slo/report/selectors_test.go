@@ -90,3 +90,23 @@ func TestSelectorsOfDropsOffset(t *testing.T) {
 		t.Errorf("selectors %q, want x{a=\"1\"} and y", got)
 	}
 }
+
+// Only an errorQuery that adds up counters' rates is split into its
+// selectors' per-minute increases; a difference would count good events
+// as bad.
+func TestSumOfRates(t *testing.T) {
+	for q, want := range map[string]bool{
+		`sum(rate(a_total{x="1"}[1m]))`:                       true,
+		`sum(rate(a_total[1m])) + sum(increase(b_total[1m]))`: true,
+		`sum(rate(a_total[1m])) - sum(rate(good_total[1m]))`:  false,
+		`sum(rate(a_total[1m])) / sum(rate(b_total[1m]))`:     false,
+		`max(rate(a_total[1m]))`:                              false,
+		`sum(rate(a_total[1m])) * 2`:                          false,
+		`histogram_quantile(0.99, sum by (le) (rate(h[1m])))`: false,
+		`sum(rate(a_total[1m]) > 0)`:                          false,
+	} {
+		if got := sumOfRates(q); got != want {
+			t.Errorf("sumOfRates(%s) = %v, want %v", q, got, want)
+		}
+	}
+}
