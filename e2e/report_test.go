@@ -301,7 +301,7 @@ func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, bu
 	if err != nil {
 		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
 	}
-	t.Logf("backfilled 35 days in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("backfilled %d series in %v", len(buckets)+len(exceeded), time.Since(start).Round(time.Millisecond))
 	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{
 		Dir: promDir,
 		// Far longer than the history, which ends weeks before now.
