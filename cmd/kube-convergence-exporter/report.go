@@ -29,10 +29,6 @@ const (
 	reportBreached = 3
 )
 
-// reportTimeout bounds the whole report: a 30-day SLO takes a few dozen
-// queries, each over at most 10,000 steps.
-const reportTimeout = 5 * time.Minute
-
 // addReportCommand adds `report` (docs/report.md).
 func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdout, stderr io.Writer) (handled bool, exitCode int)) {
 	cmd := app.Command("report", "Burn-rate report of the SLOs of an SLO file, from the raw series in any Prometheus-compatible API (Prometheus, Thanos, Mimir): attainment, error budget, burn rates, worst namespaces and kinds, months, gaps (docs/report.md). Exit 0; 1 on an error; 2 on bad usage; 3 with --fail-on-breach when an SLO is below its objective.")
@@ -44,6 +40,9 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 	out := cmd.Flag("output", "Write the report to this file (through a temporary file renamed into place) instead of standard output.").Short('o').Default("").String()
 	httpConfig := cmd.Flag("http.config.file", "HTTP client configuration for the API, promtool's format: bearer token (file), basic auth, TLS CA, insecure_skip_verify, http_headers (e.g. Mimir's X-Scope-OrgID).").Default("").String()
 	timezone := cmd.Flag("timezone", "IANA time zone of the calendar months and the times shown.").Default("UTC").String()
+	// 5m: a 30-day SLO takes a few dozen queries, each over at most
+	// 10,000 steps (under a second each on the e2e Prometheus).
+	timeout := cmd.Flag("timeout", "Bound on the whole run, every query included.").Default("5m").Duration()
 	failOnBreach := cmd.Flag("fail-on-breach", "Exit 3 when any SLO's attainment is below its objective.").Bool()
 
 	return func(c string, stdout, stderr io.Writer) (bool, int) {
@@ -58,8 +57,16 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 			return usage("--file is empty; for standard input write --file=- or -f-")
 		}
 		u, err := url.Parse(*promURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usage("--prometheus.url %q: want an http or https URL", *promURL)
+		if err != nil {
+			// url.Parse's error quotes the URL, password and all.
+			return usage("--prometheus.url: not a URL; want an http or https URL")
+		}
+		// The source as shown everywhere (header, JSON, HTML title,
+		// errors): a password in the URL is sent as basic auth by
+		// net/http, never printed.
+		source := u.Redacted()
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usage("--prometheus.url %q: want an http or https URL", source)
 		}
 		var w time.Duration
 		if *window != "" {
@@ -86,23 +93,29 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 			fmt.Fprintln(stderr, err)
 			return true, reportError
 		}
-		client, err := apiClient(*promURL, *httpConfig)
+		client, err := apiClient(u, *httpConfig)
 		if err != nil {
 			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
 			return true, reportError
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+		if *timeout <= 0 {
+			return usage("--timeout %s: want a positive duration such as 5m", *timeout)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
 		logf := func(format string, args ...any) {
 			fmt.Fprintf(stderr, "kube-convergence-exporter: report: "+format+"\n", args...)
 		}
-		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: *promURL})
+		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: source})
+		if r != nil {
+			// Before the error, too: a partial response may explain it.
+			for _, w := range r.Warnings {
+				fmt.Fprintln(stderr, "kube-convergence-exporter: report: API warning:", w)
+			}
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
 			return true, reportError
-		}
-		for _, w := range r.Warnings {
-			fmt.Fprintln(stderr, "kube-convergence-exporter: report: API warning:", w)
 		}
 		if err := writeReport(r, *format, *out, stdout); err != nil {
 			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
@@ -126,7 +139,9 @@ func parseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
+	// Unix seconds of years 1 to 9999, the RFC 3339 range; ParseFloat
+	// also reads NaN and Inf.
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= -62135596800 && f <= 253402300799 {
 		sec := int64(f)
 		return time.Unix(sec, int64((f-float64(sec))*1e9)).Round(time.Millisecond), nil
 	}
@@ -135,7 +150,7 @@ func parseTime(s string) (time.Time, error) {
 
 // apiClient builds the API client; configFile is promtool's
 // --http.config.file format (prometheus/common's HTTPClientConfig).
-func apiClient(address, configFile string) (api.Client, error) {
+func apiClient(u *url.URL, configFile string) (api.Client, error) {
 	cfg := config.DefaultHTTPClientConfig
 	if configFile != "" {
 		c, _, err := config.LoadHTTPConfigFile(configFile)
@@ -148,9 +163,13 @@ func apiClient(address, configFile string) (api.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http.config.file: %w", err)
 	}
-	c, err := api.NewClient(api.Config{Address: strings.TrimSuffix(address, "/"), RoundTripper: rt})
+	c, err := api.NewClient(api.Config{Address: strings.TrimSuffix(u.String(), "/"), RoundTripper: rt})
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus.url: %w", err)
+		// A *url.Error quotes the URL: keep only its cause.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("--prometheus.url %s: %w", u.Redacted(), err)
 	}
 	return c, nil
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +45,11 @@ func TestReportUsageErrorsExit2(t *testing.T) {
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1x"}, `--window "1x"`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--window", "1m"}, "at least 2m"},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "yesterday"}, `--at "yesterday": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "NaN"}, `--at "NaN": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--timeout", "0s"}, `--timeout 0s: want a positive duration`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "Inf"}, `--at "Inf": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at=-Inf"}, `--at "-Inf": want RFC 3339`},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "1e300"}, `--at "1e300": want RFC 3339`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--timezone", "Mars/Olympus"}, `--timezone "Mars/Olympus"`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--format", "pdf"}, "enum value must be one of text,markdown,json,html"},
 	} {
@@ -108,5 +116,94 @@ func TestParseTime(t *testing.T) {
 	}
 	if got, err := parseTime("1762776000.5"); err != nil || !got.Equal(want.Add(500*time.Millisecond)) {
 		t.Errorf("fractional seconds: %v, %v", got, err)
+	}
+}
+
+// emptyAPI answers every query with no series, after checking the basic
+// auth that net/http sends from the URL's user info.
+func emptyAPI(t *testing.T, user, password string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		typ := "vector"
+		if strings.HasSuffix(r.URL.Path, "/query_range") {
+			typ = "matrix"
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":%q,"result":[]}}`, typ)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A password in --prometheus.url authenticates but is never printed: not
+// in the header, the JSON source, the HTML title, nor any error.
+func TestReportRedactsURLPassword(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cret-pw"
+	srv := emptyAPI(t, "report", secret)
+	withPw := strings.Replace(srv.URL, "http://", "http://report:"+secret+"@", 1)
+	redacted := strings.Replace(srv.URL, "http://", "http://report:xxxxx@", 1)
+	for _, format := range []string{"text", "markdown", "json", "html"} {
+		code, out, errs := runCLI(t, "report", "--prometheus.url", withPw, "-f", file, "--format", format, "--at", "1762776000")
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", format, code, errs)
+		}
+		if strings.Contains(out+errs, secret) {
+			t.Errorf("%s: the password is printed: stdout %q stderr %q", format, out, errs)
+		}
+		if !strings.Contains(out, redacted) {
+			t.Errorf("%s: the report does not name %s", format, redacted)
+		}
+		if format == "json" && !strings.Contains(out, `"source": "`+redacted+`"`) {
+			t.Errorf("json: source is not %s", redacted)
+		}
+		if format == "html" && !strings.Contains(out, "<title>SLO report at 2025-11-10 12:00 UTC (UTC), from "+redacted+"</title>") {
+			t.Errorf("html: the title does not name %s", redacted)
+		}
+	}
+	// Errors: a wrong password (401), a closed port, a usage error.
+	for _, c := range []struct {
+		url  string
+		code int
+	}{
+		{strings.Replace(srv.URL, "http://", "http://report:wrong-"+secret+"@", 1), 1},
+		{strings.Replace(closedURL(t), "http://", "http://report:"+secret+"@", 1), 1},
+		{"ftp://report:" + secret + "@prometheus:9090", 2},
+		{"http://report:" + secret + "@[::1", 2},
+	} {
+		code, out, errs := runCLI(t, "report", "--prometheus.url", c.url, "-f", file, "--at", "1762776000")
+		if code != c.code || strings.Contains(out+errs, secret) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and no password", c.url, code, errs, c.code)
+		}
+	}
+}
+
+// --timeout bounds the run: an API that never answers fails after it,
+// exit 1.
+func TestReportTimeout(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	start := time.Now()
+	code, _, errs := runCLI(t, "report", "--prometheus.url", srv.URL, "-f", file, "--timeout", "300ms")
+	if code != 1 || !strings.Contains(errs, "context deadline exceeded") || time.Since(start) > 5*time.Second {
+		t.Errorf("exit %d after %v, stderr %q; want 1 after about 300ms with context deadline exceeded", code, time.Since(start), errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -24,7 +25,8 @@ type Options struct {
 	Window time.Duration
 	// Location sets the calendar months; nil is UTC.
 	Location *time.Location
-	// Source names the API in the report and in errors (its URL).
+	// Source names the API in the report and in errors (its URL); a
+	// password in it is redacted (url.URL.Redacted).
 	Source string
 }
 
@@ -46,22 +48,27 @@ func (e *QueryError) Error() string {
 
 func (e *QueryError) Unwrap() error { return e.Err }
 
-// Build queries api for every SLO of f and returns the report.
+// Build queries api for every SLO of f and returns the report. On an
+// error the report holds only the API's warnings gathered until then.
 func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, error) {
 	loc := o.Location
 	if loc == nil {
 		loc = time.UTC
 	}
 	at := o.At.In(loc).Truncate(time.Millisecond)
+	if u, err := url.Parse(o.Source); err == nil {
+		o.Source = u.Redacted()
+	}
 	r := &Report{At: at, Source: o.Source, Timezone: loc.String(), SLOs: []SLO{}, Warnings: []string{}}
 	for i := range f.SLOs {
 		q := &querier{api: api, source: o.Source, slo: &f.SLOs[i], seen: map[string]bool{}}
 		s, err := q.report(ctx, at, o.Window, loc)
-		if err != nil {
-			return nil, err
+		for _, w := range q.warnings {
+			r.Warnings = append(r.Warnings, q.slo.ID()+": "+w)
 		}
-		for _, w := range s.Warnings {
-			r.Warnings = append(r.Warnings, s.ID+": "+w)
+		if err != nil {
+			// The warnings may say why (a store down behind Thanos).
+			return &Report{Source: r.Source, Warnings: r.Warnings}, err
 		}
 		r.SLOs = append(r.SLOs, s)
 	}
@@ -75,6 +82,9 @@ type querier struct {
 	slo      *slo.SLO
 	warnings []string
 	seen     map[string]bool
+	// piece is the steps per range query: maxPoints, less once the API
+	// refused that many samples.
+	piece int
 }
 
 func (q *querier) fail(query string, err error) error {
@@ -97,14 +107,36 @@ func (q *querier) instant(ctx context.Context, query string, at time.Time) (mode
 	if err != nil {
 		return nil, q.fail(query, err)
 	}
+	var vec model.Vector
 	switch v := v.(type) {
 	case model.Vector:
-		return v, nil
+		vec = v
 	case *model.Scalar:
-		return model.Vector{{Value: v.Value, Timestamp: v.Timestamp}}, nil
+		vec = model.Vector{{Value: v.Value, Timestamp: v.Timestamp}}
+	default:
+		return nil, q.fail(query, fmt.Errorf("result is a %s, want a vector", v.Type()))
 	}
-	return nil, q.fail(query, fmt.Errorf("result is a %s, want a vector", v.Type()))
+	for _, s := range vec {
+		if err := finite(s.Metric, s.Value); err != nil {
+			return nil, q.fail(query, err)
+		}
+	}
+	return vec, nil
 }
+
+// finite refuses NaN and ±Inf: 1 - NaN/total compares false with the
+// objective and would read as met. A sum of counters' increases is never
+// either; a ratio query that divides (x / 0) or a counter that overflowed
+// is, and the report cannot count events from it.
+func finite(m model.Metric, v model.SampleValue) error {
+	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("%w: %v for %s", ErrNonFinite, f, m)
+	}
+	return nil
+}
+
+// ErrNonFinite is a NaN or infinite value from the API.
+var ErrNonFinite = errors.New("non-finite value")
 
 // scalar runs an instant query that returns at most one sample (a sum
 // without grouping): its value, and whether there was one.
@@ -119,16 +151,36 @@ func (q *querier) scalar(ctx context.Context, query string, at time.Time) (float
 	return float64(v[0].Value), true, nil
 }
 
+// tooManySamples is Prometheus' (and Thanos Query's) refusal of a query
+// that would hold more than --query.max-samples (default 50,000,000)
+// samples at once (promql.ErrTooManySamples). A range query over an
+// unaggregated selector holds every series at every step: at 10,000
+// steps, 5,000 series.
+const tooManySamples = "query processing would load too many samples"
+
+// minPiece is the fewest steps a range query is shrunk to: a limit that
+// 10 steps exceed is not one the report can work under.
+const minPiece = 10
+
 // steps runs a query at every minute from first to last (inclusive), in
-// pieces of maxPoints, and returns the value of the (single) series at
-// each step.
+// pieces of at most maxPoints, and returns the value of the (single)
+// series at each step. A piece the API refuses as too many samples is
+// asked again in pieces a quarter as long, and the SLO's later range
+// queries start at that size.
 func (q *querier) steps(ctx context.Context, query string, first time.Time, n int) (vals []float64, has []bool, err error) {
 	vals, has = make([]float64, n), make([]bool, n)
-	for lo := 0; lo < n; lo += maxPoints {
-		hi := min(lo+maxPoints, n)
+	if q.piece == 0 {
+		q.piece = maxPoints
+	}
+	for lo := 0; lo < n; {
+		hi := min(lo+q.piece, n)
 		r := v1.Range{Start: first.Add(time.Duration(lo) * minute), End: first.Add(time.Duration(hi-1) * minute), Step: minute}
 		v, ws, _, err := q.api.QueryRange(ctx, query, r)
 		q.warn(ws)
+		if err != nil && strings.Contains(err.Error(), tooManySamples) && q.piece/4 >= minPiece {
+			q.piece /= 4
+			continue
+		}
 		if err != nil {
 			return nil, nil, q.fail(query, err)
 		}
@@ -142,11 +194,15 @@ func (q *querier) steps(ctx context.Context, query string, first time.Time, n in
 		for _, s := range m {
 			for _, p := range s.Values {
 				i := int(p.Timestamp.Time().Sub(first).Round(time.Millisecond) / minute)
-				if i >= 0 && i < n && !math.IsNaN(float64(p.Value)) {
+				if err := finite(s.Metric, p.Value); err != nil {
+					return nil, nil, q.fail(query, fmt.Errorf("at %s: %w", p.Timestamp.Time().UTC().Format(time.RFC3339), err))
+				}
+				if i >= 0 && i < n {
 					vals[i], has[i] = float64(p.Value), true
 				}
 			}
 		}
+		lo = hi
 	}
 	return vals, has, nil
 }
@@ -241,8 +297,14 @@ func selectorsOf(expr string) ([]string, error) {
 	}
 	var sels []string
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok && !slices.Contains(sels, vs.String()) {
-			sels = append(sels, vs.String())
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			// The series, not the time: "x offset 1m[1m]" does not
+			// parse, and x's samples are what a minute holds.
+			plain := *vs
+			plain.OriginalOffset, plain.Offset, plain.Timestamp, plain.StartOrEnd = 0, 0, nil, 0
+			if str := plain.String(); !slices.Contains(sels, str) {
+				sels = append(sels, str)
+			}
 		}
 		return nil
 	})
@@ -258,17 +320,34 @@ func selectorsOf(expr string) ([]string, error) {
 // these are exact when its queries are sums of rates of counters (the
 // usual shape) and only draw the chart and find quiet runs otherwise.
 // Good-minutes SLIs: the rule's bad-minute expression at every minute; a
-// minute that does not count is absent.
-func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*minutes, error) {
+// minute is present when countWhen's series have a sample in it, and one
+// that is present but does not count has no event (zero traffic).
+func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int, window Events) (*minutes, error) {
 	m := &minutes{first: first, bad: make([]float64, n), total: make([]float64, n)}
 	if gm := q.slo.SLI.GoodMinutes; gm != nil {
-		bv, present, err := q.steps(ctx, gm.BadMinute(), first, n)
+		bv, counted, err := q.steps(ctx, gm.BadMinute(), first, n)
 		if err != nil {
 			return nil, err
 		}
-		m.present = present
+		// Present: a sample of countWhen's series in the minute (the
+		// issue's "sample of the SLI's total series"); a present minute
+		// that does not count is zero traffic, not a gap. A countWhen
+		// without a selector (vector(1)) has only its counted minutes.
+		sels, err := selectorsOf(gm.CountWhen)
+		if err != nil {
+			return nil, err
+		}
+		// A minute counted through the 5m lookback without a sample of
+		// its own is still in a gap: the 3h gap of the e2e history
+		// would otherwise read as 2h56m.
+		m.present = counted
+		if len(sels) > 0 {
+			if m.present, err = q.presence(ctx, sels, first, n); err != nil {
+				return nil, err
+			}
+		}
 		for i := range n {
-			if present[i] {
+			if counted[i] {
 				m.bad[i], m.total[i] = bv[i], 1
 			}
 		}
@@ -281,12 +360,17 @@ func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*mi
 	if len(total) == 0 {
 		return nil, fmt.Errorf("slo %s: the total query reads no series", q.slo.ID())
 	}
-	counts := make([]string, len(total))
-	for i, s := range total {
-		counts[i] = "count_over_time(" + s + "[1m])"
-	}
-	if _, m.present, err = q.steps(ctx, "group("+strings.Join(counts, " or ")+")", first, n); err != nil {
+	if m.present, err = q.presence(ctx, total, first, n); err != nil {
 		return nil, err
+	}
+	// An errorQuery that is not a sum of counters' rates (total - good,
+	// a ratio, a quantile) cannot be split into its selectors' increases:
+	// the window's bad events are spread over its events instead.
+	if r := q.slo.SLI.Ratio; r != nil {
+		errQ, _ := r.Queries("1m")
+		if !sumOfRates(errQ) {
+			bad, m.apportioned = nil, true
+		}
 	}
 	inc := map[string][]float64{}
 	for _, s := range append(slices.Clone(total), bad...) {
@@ -306,8 +390,47 @@ func (q *querier) minuteSeries(ctx context.Context, first time.Time, n int) (*mi
 		for _, s := range bad {
 			m.bad[i] += inc[s][i]
 		}
+		if m.apportioned && window.Total > 0 {
+			m.bad[i] = m.total[i] * window.Bad / window.Total
+		}
 	}
 	return m, nil
+}
+
+// sumOfRates reports whether expr only adds up rates or increases of
+// counters (sum, +, rate, increase, parentheses), so that its bad events
+// are the increases of its selectors.
+func sumOfRates(expr string) bool {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return false
+	}
+	ok := true
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.BinaryExpr:
+			ok = ok && n.Op == parser.ADD
+		case *parser.AggregateExpr:
+			ok = ok && n.Op == parser.SUM
+		case *parser.Call:
+			ok = ok && (n.Func.Name == "rate" || n.Func.Name == "increase")
+		case *parser.SubqueryExpr, *parser.NumberLiteral, *parser.StringLiteral, *parser.UnaryExpr:
+			ok = false
+		}
+		return nil
+	})
+	return ok
+}
+
+// presence is, for each minute, whether one of the selectors' series has a
+// sample in it: count_over_time over 1m, (t-1m, t].
+func (q *querier) presence(ctx context.Context, sels []string, first time.Time, n int) ([]bool, error) {
+	counts := make([]string, len(sels))
+	for i, s := range sels {
+		counts[i] = "count_over_time(" + s + "[1m])"
+	}
+	_, present, err := q.steps(ctx, "group("+strings.Join(counts, " or ")+")", first, n)
+	return present, err
 }
 
 // worst ranks label values by bad events over the window.
@@ -387,6 +510,8 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 		return r, err
 	}
 
+	r.Exhaustion = exhaustionOf(at, window, r.Budget, day, budget)
+
 	// The kept alert window pairs of both tiers, as the rules have them.
 	for _, t := range []struct {
 		name string
@@ -427,14 +552,13 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	// Minute by minute: gaps, zero traffic, the chart.
 	n := int(window / minute)
 	first := at.Add(-time.Duration(n-1) * minute)
-	ms, err := q.minuteSeries(ctx, first, n)
+	ms, err := q.minuteSeries(ctx, first, n, e)
 	if err != nil {
 		return r, err
 	}
 	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
-	r.Exhaustion = exhaustionOf(at, e, r.Budget, day, budget, ms)
 	step := chartStep(window)
-	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc)}
+	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc), BadApportioned: ms.apportioned}
 	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
 	r.Warnings = slices.Clone(q.warnings)
 	if r.Warnings == nil {

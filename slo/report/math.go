@@ -4,8 +4,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/prometheus/common/model"
-
 	"github.com/kube-convergence/kube-convergence-exporter/slo"
 )
 
@@ -72,18 +70,18 @@ func burnRate(e Events, budget float64) *float64 {
 	return ptr(e.Bad / e.Total / budget)
 }
 
-// exhaustionOf projects when the budget runs out if the last day holds:
-// the window rolls forward minute by minute, its oldest minute of history
-// leaves it, and a minute at the last day's rates of events and bad events
-// enters. The budget is out at the first minute where bad >= budget x
-// total. After one window every minute of history has left and the window
-// burns at the 1d burn rate, so a budget that lasts a window lasts for ever
-// at these rates: "not at the current rate".
-//
-// The minutes that leave are m's per-minute events, scaled so that all of
-// them add up to the window's events e (which come from increase() over
-// the whole window, the per-minute counts only apportion them).
-func exhaustionOf(at time.Time, e Events, b Budget, day Events, budget float64, m *minutes) Exhaustion {
+// maxExhaustion is the furthest projection reported as a date: beyond a
+// century a date says nothing a reader can act on, and time.Time stops
+// marshalling to JSON at year 9999 (encoding/json's RFC 3339 limit).
+const maxExhaustion = 100 * 365 * slo.Day
+
+// exhaustionOf is the date the budget runs out at the 1d burn rate (issue
+// 16): the remaining budget over the budget burnt per unit of time. The
+// window's budget is budget x total events, spent at a 1x burn rate in one
+// window, so at the last day's burn rate the remaining share lasts
+// remainingRatio x window / burnRate1d. A last day that burnt nothing (or
+// had no events) projects nothing: "not at the current rate".
+func exhaustionOf(at time.Time, window time.Duration, b Budget, day Events, budget float64) Exhaustion {
 	x := Exhaustion{BurnRate1d: burnRate(day, budget)}
 	switch {
 	case b.RemainingRatio == nil:
@@ -92,33 +90,16 @@ func exhaustionOf(at time.Time, e Events, b Budget, day Events, budget float64, 
 	case *b.RemainingRatio <= 0:
 		x.State = ExhaustionExhausted
 		return x
+	case x.BurnRate1d == nil || *x.BurnRate1d <= 0:
+		x.State = ExhaustionNever
+		return x
 	}
-	var sumBad, sumTotal float64
-	for i := range m.total {
-		sumBad += m.bad[i]
-		sumTotal += m.total[i]
+	d := *b.RemainingRatio * float64(window) / *x.BurnRate1d
+	if d > float64(maxExhaustion) {
+		x.State = ExhaustionNever
+		return x
 	}
-	scaleBad, scaleTotal := 0.0, 0.0
-	if sumBad > 0 {
-		scaleBad = e.Bad / sumBad
-	}
-	if sumTotal > 0 {
-		scaleTotal = e.Total / sumTotal
-	}
-	perMin := float64(minute) / float64(slo.Day)
-	badRate, totalRate := day.Bad*perMin, day.Total*perMin
-	bad, total := e.Bad, e.Total
-	for k := range m.total {
-		bad += badRate - m.bad[k]*scaleBad
-		total += totalRate - m.total[k]*scaleTotal
-		// 1e-9: the history's share is subtracted minute by minute, so
-		// a budget spent exactly must not read as a rounding error.
-		if total > 0 && bad >= budget*total*(1-1e-9) {
-			x.State, x.At = ExhaustionProjected, ptr(at.Add(time.Duration(k+1)*minute))
-			return x
-		}
-	}
-	x.State = ExhaustionNever
+	x.State, x.At = ExhaustionProjected, ptr(at.Add(time.Duration(d)).Round(time.Millisecond))
 	return x
 }
 
@@ -168,6 +149,9 @@ type minutes struct {
 	present []bool
 	bad     []float64
 	total   []float64
+	// apportioned: bad is the window's error ratio times total, not
+	// counted per minute (see Chart.BadApportioned).
+	apportioned bool
 }
 
 func (m *minutes) end(i int) time.Time { return m.first.Add(time.Duration(i) * minute) }
@@ -251,8 +235,9 @@ func chartStep(window time.Duration) int {
 // increases turns the per-minute values of a sum of counters into the
 // events of each minute. A decrease (a counter reset, or a series that went
 // stale) counts as no event rather than a guess: these per-minute counts
-// only draw charts and find quiet runs; the reported numbers come from
-// increase() over the whole range.
+// only draw charts and find gaps and quiet runs; attainment, budget,
+// exhaustion, burn rates, contributors and months come from increase()
+// over their whole range.
 func increases(values []float64, has []bool) []float64 {
 	out := make([]float64, len(values))
 	prev, havePrev := 0.0, false
@@ -293,12 +278,6 @@ func top(bad map[string]float64, all float64) []Contributor {
 	return out
 }
 
-// formatDuration writes whole days as 3d, anything else like Prometheus
-// (3h, 1h30m), rounded to the second.
-func formatDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d >= slo.Day && d%slo.Day == 0 {
-		return slo.FormatDuration(d)
-	}
-	return model.Duration(d).String()
-}
+// formatDuration writes a duration as the SLO file does (30d, 3h, 1h30m),
+// rounded to the second.
+func formatDuration(d time.Duration) string { return slo.FormatDuration(d.Round(time.Second)) }

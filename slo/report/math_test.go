@@ -61,58 +61,50 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// TestExhaustion rolls a 10-minute window of 100 events a minute with a
-// budget of 2% (20 events) forward at the last day's rates.
+// TestExhaustion: a 30-day window of 10,000 events and a budget of 2%
+// (200 events); the date is at + remainingRatio x window / burnRate1d.
 func TestExhaustion(t *testing.T) {
 	at := time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
-	const perDay = 24 * 60
-	history := func(bad ...float64) (*minutes, Events) {
-		m := &minutes{first: at.Add(-9 * time.Minute)}
-		var e Events
-		for _, b := range bad {
-			m.present, m.bad, m.total = append(m.present, true), append(m.bad, b), append(m.total, 100)
-			e.Bad += b
-			e.Total += 100
-		}
-		e.Good = e.Total - e.Bad
-		return m, e
-	}
-	day := func(badPerMinute float64) Events {
-		return Events{Good: (100 - badPerMinute) * perDay, Bad: badPerMinute * perDay, Total: 100 * perDay}
-	}
+	window := 30 * slo.Day
+	win := func(bad float64) Events { return Events{Good: 10000 - bad, Bad: bad, Total: 10000} }
+	day := func(bad float64) Events { return Events{Good: 1000 - bad, Bad: bad, Total: 1000} }
 	for _, c := range []struct {
-		name    string
-		history []float64
-		day     Events
-		state   string
-		after   time.Duration
+		name       string
+		window     Events
+		day        Events
+		state      string
+		after      time.Duration
+		burnRate1d *float64
 	}{
-		// 10 bad of 20: each minute 1 bad leaves and 3 enter (1.5x):
-		// 10 + 2k >= 20 at k = 5.
-		{"1.5x", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, day(3), ExhaustionProjected, 5 * time.Minute},
-		// At 0.75x the window converges to 15 bad of 20: never.
-		{"0.75x on a uniform history", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, day(1.5), ExhaustionNever, 0},
-		// Below 1x, but the clean minutes leave first: 15 + 1.9k >= 20
-		// at k = 3.
-		{"0.95x after a bad stretch", []float64{0, 0, 0, 0, 0, 3, 3, 3, 3, 3}, day(1.9), ExhaustionProjected, 3 * time.Minute},
-		{"a quiet last day", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, Events{}, ExhaustionNever, 0},
-		{"overspent", []float64{3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, day(0), ExhaustionExhausted, 0},
-		{"exactly spent", []float64{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, day(0), ExhaustionExhausted, 0},
-		// Exactly 1x: the window ends at exactly the budget, spent.
-		{"1x on a clean history", []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, day(2), ExhaustionProjected, 10 * time.Minute},
+		// Half the budget left (100 of 200), the last day at 2x (40 bad
+		// of 1000 = 4% over 2%): 0.5 x 30d / 2 = 7.5d.
+		{"2x, half left", win(100), day(40), ExhaustionProjected, 7*slo.Day + 12*time.Hour, ptr(2.0)},
+		// 150 of 200 left at 0.5x: 0.75 x 30d / 0.5 = 45d, beyond the
+		// window: still a date.
+		{"0.5x, three quarters left", win(50), day(10), ExhaustionProjected, 45 * slo.Day, ptr(0.5)},
+		// 1x with the whole budget: one window.
+		{"1x, clean window", win(0), day(20), ExhaustionProjected, window, ptr(1.0)},
+		{"a clean last day", win(100), day(0), ExhaustionNever, 0, ptr(0.0)},
+		{"no events in the last day", win(100), Events{}, ExhaustionNever, 0, nil},
+		// 1e-12 x: 0.5 x 30d x 1e12 is far beyond a century.
+		{"a vanishing burn rate", win(100), Events{Bad: 2e-11, Good: 1000, Total: 1000}, ExhaustionNever, 0, ptr(1e-12)},
+		{"overspent", win(300), day(0), ExhaustionExhausted, 0, ptr(0.0)},
+		{"exactly spent", win(200), day(40), ExhaustionExhausted, 0, ptr(2.0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, e := history(c.history...)
-			x := exhaustionOf(at, e, budgetOf(e, 0.02), c.day, 0.02, m)
+			x := exhaustionOf(at, window, budgetOf(c.window, 0.02), c.day, 0.02)
 			if x.State != c.state {
 				t.Fatalf("state %q, want %q", x.State, c.state)
 			}
 			if want := at.Add(c.after); (x.At == nil) != (c.after == 0) || (x.At != nil && !x.At.Equal(want)) {
 				t.Errorf("at %v, want %v", x.At, want)
 			}
+			if (x.BurnRate1d == nil) != (c.burnRate1d == nil) || (x.BurnRate1d != nil && math.Abs(*x.BurnRate1d-*c.burnRate1d) > 1e-9) {
+				t.Errorf("1d burn rate %v, want %v", x.BurnRate1d, c.burnRate1d)
+			}
 		})
 	}
-	x := exhaustionOf(at, Events{}, budgetOf(Events{}, 0.02), Events{}, 0.02, &minutes{first: at})
+	x := exhaustionOf(at, window, budgetOf(Events{}, 0.02), Events{}, 0.02)
 	if x.State != ExhaustionNoEvents || x.BurnRate1d != nil {
 		t.Errorf("no events: %+v", x)
 	}

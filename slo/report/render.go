@@ -103,6 +103,9 @@ func exhaustionText(s *SLO) string {
 	case ExhaustionExhausted:
 		return "exhausted: no budget left"
 	case ExhaustionNever:
+		if e.BurnRate1d == nil {
+			return "not at the current rate (no events in the last day)"
+		}
 		return "not at the current rate (1d burn rate " + fmtRate(e.BurnRate1d) + ")"
 	}
 	return "n/a (no events)"
@@ -183,6 +186,9 @@ func rows(s *SLO) []row {
 	for _, z := range s.ZeroTraffic {
 		rs = append(rs, row{"zero traffic", periodText(z)})
 	}
+	if s.Chart.BadApportioned {
+		rs = append(rs, row{"chart", "approximate: the errorQuery is not a sum of counters' rates, so bad events per step are the window's error ratio spread over the step's events"})
+	}
 	for _, w := range s.Warnings {
 		rs = append(rs, row{"API warning", w})
 	}
@@ -207,9 +213,17 @@ func renderText(w *bytes.Buffer, r *Report) {
 	}
 }
 
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;").Replace(s)
-}
+// mdEscaper makes any text (an SLO's description, an API warning, a
+// label value) one line of literal markdown: CommonMark's backslash
+// escapes for the characters that start emphasis, links, code spans and
+// table cells (the backslash itself first), entities for HTML, and <br>
+// for line breaks, which would end a table row.
+var mdEscaper = strings.NewReplacer(
+	`\`, `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`, "`", "\\`",
+	"<", "&lt;", ">", "&gt;", "\r\n", "<br>", "\n", "<br>", "\r", "<br>",
+)
+
+func mdEscape(s string) string { return mdEscaper.Replace(s) }
 
 func renderMarkdown(w *bytes.Buffer, r *Report) {
 	fmt.Fprintf(w, "# %s\n", mdEscape(header(r)))

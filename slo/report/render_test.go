@@ -77,6 +77,23 @@ func fixture() *Report {
 				Chart:       Chart{Step: "1h", Points: []Point{{T: at}}},
 				Warnings:    []string{},
 			},
+			{
+				// Met, 60% of the budget left at a 1d burn rate of 2x:
+				// 0.6 x 7d / 2 = 2.1d = 2d 2h 24m after at.
+				ID: "shop-workloads", Service: "shop", Name: "workloads", SLI: "latency kube_convergence_workload_convergence_seconds <= 60.0", Objective: 0.99,
+				Window: "7d", Start: start, End: at, Status: StatusMet,
+				Attainment:  ptr(0.996),
+				Events:      Events{Good: 996, Bad: 4, Total: 1000},
+				Budget:      Budget{Total: 10, Consumed: 4, Remaining: 6, RemainingRatio: ptr(0.6)},
+				Exhaustion:  Exhaustion{BurnRate1d: ptr(2.0), At: ptr(at.Add(2*24*time.Hour + 2*time.Hour + 24*time.Minute)), State: ExhaustionProjected},
+				BurnRates:   []BurnRate{{Tier: "ticket", Long: "1d", Short: "2h", Factor: 3, LongRate: ptr(2.0), ShortRate: ptr(1.0), LongEvents: 150}},
+				Worst:       Worst{Namespaces: []Contributor{{Value: "shop", Bad: 4, Share: 1}}, Kinds: []Contributor{}, Stages: []Contributor{}},
+				Months:      []Month{{Month: "2026-11", Start: start, End: at, Events: Events{Good: 996, Bad: 4, Total: 1000}, Attainment: ptr(0.996), Status: StatusMet}},
+				Gaps:        []Period{},
+				ZeroTraffic: []Period{},
+				Chart:       Chart{Step: "1h", Points: []Point{{T: at}}},
+				Warnings:    []string{},
+			},
 		},
 	}
 }
@@ -169,6 +186,23 @@ func TestHTMLIsSelfContained(t *testing.T) {
 	for _, want := range []string{`data-points="141"`, `data-points="165"`, `data-points="0"`} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the HTML has no chart with %s", want)
+		}
+	}
+}
+
+// Text from the SLO file or the API stays literal and on one table row.
+func TestMarkdownEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"a|b":             `a\|b`,
+		`C:\new`:          `C:\\new`,
+		"[x](http://e)":   `\[x\](http://e)`,
+		"`code`":          "\\`code\\`",
+		"*b* _i_":         `\*b\* \_i\_`,
+		"<img src=x>":     "&lt;img src=x&gt;",
+		"one\ntwo\r\nx\r": "one<br>two<br>x<br>",
+	} {
+		if got := mdEscape(in); got != want {
+			t.Errorf("mdEscape(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -88,7 +88,8 @@ type Budget struct {
 	RemainingRatio *float64 `json:"remainingRatio"`
 }
 
-// Exhaustion is when the remaining budget runs out at the 1d burn rate.
+// Exhaustion is when the remaining budget runs out at the 1d burn rate:
+// At = report time + remainingRatio x window / burnRate1d.
 type Exhaustion struct {
 	// BurnRate1d is the error ratio of the last day over the budget ratio;
 	// nil without events in the last day.
@@ -96,7 +97,8 @@ type Exhaustion struct {
 	// At is the projected date; nil when State is not "projected".
 	At *time.Time `json:"at"`
 	// State: "projected", "exhausted" (no budget left), "not at the
-	// current rate" (the last day burnt nothing), "no events".
+	// current rate" (the last day burnt nothing or had no events, or the
+	// date is more than 100 years away), "no events" (in the window).
 	State string `json:"state"`
 }
 
@@ -166,6 +168,11 @@ type Period struct {
 type Chart struct {
 	Step   string  `json:"step"`
 	Points []Point `json:"points"`
+	// BadApportioned: the ratio SLI's errorQuery is not a sum of
+	// counters' rates (e.g. total - good), so the bad events per step are
+	// the window's error ratio times the step's events, an approximation;
+	// the SLI line is then flat where traffic is.
+	BadApportioned bool `json:"badApportioned,omitempty"`
 }
 
 // Point is one chart step ending at T: SLI is 1 - bad/total within the

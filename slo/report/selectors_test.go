@@ -78,3 +78,35 @@ slos:
 		}
 	}
 }
+
+// selectorsOf gives the series without their offset or @: a range of
+// "x offset 1m" would not parse as "x offset 1m[1m]".
+func TestSelectorsOfDropsOffset(t *testing.T) {
+	got, err := selectorsOf(`x{a="1"} - x{a="1"} offset 1m > 0 or y @ 100`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != `x{a="1"} y` {
+		t.Errorf("selectors %q, want x{a=\"1\"} and y", got)
+	}
+}
+
+// Only an errorQuery that adds up counters' rates is split into its
+// selectors' per-minute increases; a difference would count good events
+// as bad.
+func TestSumOfRates(t *testing.T) {
+	for q, want := range map[string]bool{
+		`sum(rate(a_total{x="1"}[1m]))`:                       true,
+		`sum(rate(a_total[1m])) + sum(increase(b_total[1m]))`: true,
+		`sum(rate(a_total[1m])) - sum(rate(good_total[1m]))`:  false,
+		`sum(rate(a_total[1m])) / sum(rate(b_total[1m]))`:     false,
+		`max(rate(a_total[1m]))`:                              false,
+		`sum(rate(a_total[1m])) * 2`:                          false,
+		`histogram_quantile(0.99, sum by (le) (rate(h[1m])))`: false,
+		`sum(rate(a_total[1m]) > 0)`:                          false,
+	} {
+		if got := sumOfRates(q); got != want {
+			t.Errorf("sumOfRates(%s) = %v, want %v", q, got, want)
+		}
+	}
+}
