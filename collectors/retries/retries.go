@@ -154,8 +154,14 @@ func Warning(e *eventsv1.Event) tracker.Warning {
 	if object == "" && e.Regarding.Name != "" {
 		object = e.Regarding.Namespace + "/" + e.Regarding.Name
 	}
+	started := e.EventTime.Time
+	if e.DeprecatedFirstTimestamp.After(started) {
+		started = e.DeprecatedFirstTimestamp.Time
+	}
 	return tracker.Warning{
 		UID:        string(e.UID),
+		Created:    e.CreationTimestamp.Time,
+		Started:    started,
 		Controller: controller,
 		Reason:     e.Reason,
 		Kind:       KindOf(e.Regarding.APIVersion, e.Regarding.Kind),

@@ -44,12 +44,22 @@ func TestWarningFields(t *testing.T) {
 	if w.Controller != "replicaset-controller" || w.Count != 7 || !w.Legacy || w.Kind != "ReplicaSet" || w.Object != "rs-uid" || !w.LastSeen.Equal(at.Time) {
 		t.Errorf("legacy: %+v", w)
 	}
+	// A legacy Event re-created after expiry: created an hour after its
+	// firstTimestamp (eventTime is zero on legacy Events).
+	legacy.CreationTimestamp = metav1.NewTime(at.Add(time.Hour))
+	legacy.DeprecatedFirstTimestamp = at
+	if w := Warning(legacy); !w.Created.Equal(at.Add(time.Hour)) || !w.Started.Equal(at.Time) {
+		t.Errorf("legacy times: created %v started %v", w.Created, w.Started)
+	}
 	series := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e2"}, Type: "Warning", Reason: "FailedScheduling", ReportingController: "default-scheduler",
 		EventTime: metav1.NewMicroTime(at.Time), Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(time.Second))},
 		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "p"}}
 	w = Warning(series)
 	if w.Controller != "default-scheduler" || w.Count != 2 || w.Legacy || w.Kind != "Pod" || w.Object != "ns/p" || !w.LastSeen.Equal(at.Add(time.Second)) {
 		t.Errorf("series: %+v", w)
+	}
+	if !w.Started.Equal(at.Time) {
+		t.Errorf("series start %v, want eventTime %v", w.Started, at.Time)
 	}
 	bare := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e3"}, Type: "Warning", Reason: "X", EventTime: metav1.NewMicroTime(at.Time)}
 	w = Warning(bare)

@@ -36,6 +36,16 @@ var RetryIntervalBuckets = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}
 // tools/record events_cache.go defaultSpamBurst, defaultSpamQPS = 1/300).
 const LegacyRecorderLimit = 300 * time.Second
 
+// RecreatedAfter: a new Event UID created this long after its series
+// started is a re-creation of an expired Event. Recorders write the first
+// occurrence of a series as a create, so its creationTimestamp is the series
+// start within the recorder's queueing and clock skew; a re-creation comes at
+// least --event-ttl (1 h by default) after the last write of the expired one.
+// client-go tools/record (recordToSink) creates the Event again when its
+// PATCH gets NotFound, with the same name, the old firstTimestamp and count
+// N+1; tools/events (recordEvent) does the same for a series.
+const RecreatedAfter = 5 * time.Second
+
 // RetryConfig configures a RetryTracker.
 type RetryConfig struct {
 	// FailingWindow: an object is failing while its last Warning
@@ -63,6 +73,9 @@ type Warning struct {
 	// Legacy: written by the legacy (core/v1) recorder, whose spam filter
 	// spaces occurrences 5 minutes apart after a burst.
 	Legacy bool
+	// Created is the Event's creationTimestamp and Started the start of its
+	// series (max(eventTime, deprecatedFirstTimestamp)); zero when unknown.
+	Created, Started time.Time
 	// LastSeen is the API-side time of the last occurrence
 	// (series.lastObservedTime, deprecatedLastTimestamp or eventTime), used
 	// only for Events delivered by a list cycle.
@@ -179,6 +192,11 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	t.events[w.UID] = retryEvent{count: count, obj: ok}
 	res := RetryResult{Key: key}
 	added := int(count - prev.count) // prev.count is 0 for a new UID
+	if !known && !listed && added > 1 && recreation(w) {
+		// An expired Event written again: one new occurrence, the rest
+		// were counted (or not watched) under the old UID.
+		added = 1
+	}
 	if added <= 0 {
 		return res // same count (another field changed) or lower: nothing new
 	}
@@ -210,6 +228,12 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	st.last, st.lastLive = at, at
 	t.objects[ok] = st
 	return res
+}
+
+// recreation says whether a new Event UID is an expired Event created again
+// with its accumulated count (RecreatedAfter).
+func recreation(w Warning) bool {
+	return !w.Created.IsZero() && !w.Started.IsZero() && w.Created.Sub(w.Started) > RecreatedAfter
 }
 
 func (t *RetryTracker) observeInterval(k IntervalKey, d time.Duration) {

@@ -28,6 +28,13 @@ func sched(uid string, count int32) Warning {
 	return Warning{UID: uid, Controller: "default-scheduler", Reason: "FailedScheduling", Kind: "Pod", Object: "pod-1", Count: count}
 }
 
+// recreated sets an Event's creationTimestamp and series start (eventTime
+// or deprecatedFirstTimestamp), both after r0.
+func recreated(w Warning, created, started time.Duration) Warning {
+	w.Created, w.Started = r0.Add(created), r0.Add(started)
+	return w
+}
+
 func TestRetryTrackerTimelines(t *testing.T) {
 	s := time.Second
 	cases := []struct {
@@ -82,6 +89,30 @@ func TestRetryTrackerTimelines(t *testing.T) {
 			{at: 11 * s, w: quota("e1", 4), occ: 1, interval: 11 * s},
 		},
 		total: 4,
+	}, {
+		// client-go tools/record: the PATCH of occurrence 37 finds the
+		// Event expired (NotFound) and creates it again under the same
+		// name with count 37 and the series' old firstTimestamp.
+		name: "Event re-created after expiry with its accumulated count 37 counts one occurrence",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 36), listed: true},
+			{at: 3600 * s, del: true, w: quota("e1", 0)},
+			{at: 3700 * s, w: recreated(quota("e1b", 37), 3700*s, 0), occ: 1},
+			{at: 3701 * s, w: recreated(quota("e1b", 38), 3700*s, 0), occ: 1, interval: 1 * s},
+		},
+		total: 2,
+	}, {
+		name: "tools/events series re-created after expiry (count 37, eventTime the series start) counts one",
+		steps: []retryStep{
+			{at: 3700 * s, w: recreated(sched("s1b", 37), 3700*s, 0), occ: 1},
+		},
+		total: 1,
+	}, {
+		name: "a new Event with count 3 created with its first occurrence is counted in full",
+		steps: []retryStep{
+			{at: 10 * s, w: recreated(sched("s1", 3), 10*s, 9*s), occ: 3},
+		},
+		total: 3,
 	}, {
 		name: "Event expired and recreated (new UID) counts from 1",
 		steps: []retryStep{
