@@ -23,6 +23,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -174,7 +175,7 @@ func (c *Collector) customHook(group string) informers.Hook {
 		if !ok || k.GetKind() == "" {
 			return
 		}
-		c.hookOf(k.GetKind()+"."+group, true)(m)
+		c.hookOf(records.KindLabel(group, k.GetKind()), true)(m)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -36,7 +36,7 @@ var (
 	retriesDesc = prometheus.NewDesc("kube_convergence_controller_retries_total",
 		"Occurrences of Warning Events (events.k8s.io/v1) counted while the exporter watched: the increase of max(series.count, deprecatedCount, 1) per Event. "+
 			"A lower bound on a controller's failed attempts: event recorders drop and batch occurrences (docs/retries.md); an initial list or a relist sets the baseline without counting. "+
-			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the Kubernetes API groups, none without one); "+
+			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the groups kube-apiserver serves itself, CRDs under k8s.io included; none without one); "+
 			"values beyond retries.maxReasons fold into other.",
 		[]string{"controller", "reason", "kind"}, nil)
 	intervalDesc = prometheus.NewDesc("kube_convergence_controller_retry_interval_seconds",
@@ -174,19 +174,19 @@ func Warning(e *eventsv1.Event) tracker.Warning {
 	}
 }
 
-// KindOf is the kind label of a regarding object: its Kind for the API
-// groups Kubernetes itself serves (the core group, groups without a dot such
-// as apps and batch, and *.k8s.io), Kind.group for others (a custom
-// resource: Certificate.cert-manager.io), none without a kind.
+// KindOf is the kind label of a regarding object: records.KindLabel (its
+// Kind for the groups kube-apiserver serves, Kind.group for others, as the
+// resources collector labels custom resources), none without a kind, and
+// other for an apiVersion that does not parse.
 func KindOf(apiVersion, kind string) string {
 	if kind == "" {
 		return KindNone
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil || gv.Group == "" || !strings.Contains(gv.Group, ".") || strings.HasSuffix(gv.Group, ".k8s.io") {
-		return kind
+	if err != nil {
+		return tracker.RetryOther
 	}
-	return kind + "." + gv.Group
+	return records.KindLabel(gv.Group, kind)
 }
 
 // Describe implements prometheus.Collector.

@@ -27,7 +27,15 @@ func TestKindOf(t *testing.T) {
 		{"networking.k8s.io/v1", "Ingress", "Ingress"},
 		{"cert-manager.io/v1", "Certificate", "Certificate.cert-manager.io"},
 		{"", "", "none"},
-		{"a/b/c", "Weird", "Weird"},
+		{"a/b/c", "Weird", "other"},
+		// CRDs under k8s.io are labelled as the resources collector labels
+		// them (Kind.group), kube-apiserver's own k8s.io groups bare.
+		{"gateway.networking.k8s.io/v1", "HTTPRoute", "HTTPRoute.gateway.networking.k8s.io"},
+		{"snapshot.storage.k8s.io/v1", "VolumeSnapshot", "VolumeSnapshot.snapshot.storage.k8s.io"},
+		{"metrics.k8s.io/v1beta1", "PodMetrics", "PodMetrics.metrics.k8s.io"},
+		{"storage.k8s.io/v1", "StorageClass", "StorageClass"},
+		{"rbac.authorization.k8s.io/v1", "Role", "Role"},
+		{"policy/v1", "PodDisruptionBudget", "PodDisruptionBudget"},
 	} {
 		if got := KindOf(c.apiVersion, c.kind); got != c.want {
 			t.Errorf("KindOf(%q, %q) = %q, want %q", c.apiVersion, c.kind, got, c.want)
