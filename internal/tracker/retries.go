@@ -200,6 +200,16 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	if added <= 0 {
 		return res // same count (another field changed) or lower: nothing new
 	}
+	if w.Object == "" {
+		// No regarding object (kind none): the occurrences count, but
+		// Events of unrelated sources are no object's retries, so no
+		// interval joins them and no object is failing.
+		if !listed {
+			res.Occurrences = added
+			t.counts[key] += uint64(added)
+		}
+		return res
+	}
 	st := t.objects[ok]
 	if listed {
 		// Occurrences inside the gap are not counted; the next live one

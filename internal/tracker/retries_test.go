@@ -243,6 +243,31 @@ func TestRetryFailingWindow(t *testing.T) {
 	}
 }
 
+// Events without regarding (kind none) are counted, but are no object: two
+// such Events from unrelated sources 2 s apart are no retry interval, and no
+// failing object.
+func TestRetryWithoutRegarding(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	bare := func(uid string) Warning {
+		return Warning{UID: uid, Controller: "", Reason: "Invalid", Kind: "none", Count: 1}
+	}
+	tr.Observe(bare("a"), r0, false)
+	res := tr.Observe(bare("b"), r0.Add(2*time.Second), false)
+	k := RetryKey{"", "Invalid", "none"}
+	if res.Occurrences != 1 || tr.Counts()[k] != 2 {
+		t.Errorf("occurrences %d, total %d, want 1 and 2", res.Occurrences, tr.Counts()[k])
+	}
+	if len(tr.Intervals()) != 0 {
+		t.Errorf("intervals %v, want none", tr.Intervals()[IntervalKey{"", "none"}])
+	}
+	if got := tr.Failing(r0.Add(3 * time.Second)); len(got) != 0 {
+		t.Errorf("failing %v, want none", got)
+	}
+	if _, objs := tr.Tracked(); objs != 0 {
+		t.Errorf("objects %d, want 0", objs)
+	}
+}
+
 func TestRetryLabelFold(t *testing.T) {
 	tr := NewRetryTracker(RetryConfig{FailingWindow: time.Minute, MaxReasons: 2})
 	obs := func(uid, reason string) RetryKey {
