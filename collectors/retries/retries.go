@@ -41,12 +41,12 @@ var (
 		[]string{"controller", "reason", "kind"}, nil)
 	intervalDesc = prometheus.NewDesc("kube_convergence_controller_retry_interval_seconds",
 		"Gap between two consecutive live occurrences of a Warning Event on the same object, reason and controller, measured on the exporter's receipt of each write. "+
-			"Writes that add several occurrences at once (recorder batching) are not observed; gaps of 300 s or more on legacy-recorder Events are left out as recorder-limited "+
+			"Writes that add several occurrences at once (recorder batching) are not observed; gaps the recorder times (290 s or more on legacy-recorder Events, an events.k8s.io series written after count 2) are left out as recorder-limited "+
 			"(kube_convergence_controller_retry_intervals_recorder_limited_total).",
 		[]string{"controller", "kind"}, nil)
 	limitedDesc = prometheus.NewDesc("kube_convergence_controller_retry_intervals_recorder_limited_total",
-		"Gaps of 300 s or more between occurrences of a legacy-recorder (core/v1) Warning Event: the legacy recorder's spam filter admits one event per object and source every 5 minutes after a burst of 25, "+
-			"so such a gap says nothing about the controller's back-off; left out of kube_convergence_controller_retry_interval_seconds.",
+		"Gaps between Warning Event occurrences that the event recorder times, not the controller: 290 s or more on a legacy-recorder (core/v1) Event (its spam filter admits one event per object and source every 5 minutes after a burst of 25; 10 s margin for delivery), "+
+			"and any write of an events.k8s.io series after count 2 (written only on the recorder's 30-minute refresh or when the series ends); left out of kube_convergence_controller_retry_interval_seconds.",
 		[]string{"controller", "kind"}, nil)
 	failingDesc = prometheus.NewDesc("kube_convergence_controller_failing_objects",
 		"Objects whose last Warning Event occurrence (per controller, reason and kind) is younger than retries.failingWindow (default 10m). "+

@@ -34,7 +34,17 @@ var RetryIntervalBuckets = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}
 // of a legacy (core/v1 recorder) Event may be the recorder's spam filter
 // (25 events per object and source, then one per 5 minutes; client-go
 // tools/record events_cache.go defaultSpamBurst, defaultSpamQPS = 1/300).
-const LegacyRecorderLimit = 300 * time.Second
+// Gaps are measured on the exporter's receipt of each write, which the
+// recorder's queue and the watch delay by a variable amount: 10 s below the
+// 300 s refill, so a refill received early is still the recorder's.
+const LegacyRecorderLimit = 290 * time.Second
+
+// seriesRecorderCount: an events.k8s.io series (client-go tools/events)
+// writes occurrence 2 at once, then keeps counting in memory and writes the
+// series only on its 30-minute refresh (refreshTime) or when it finishes
+// after 6 idle minutes (finishTime): an increment from this count on is the
+// recorder's timing, not the controller's back-off.
+const seriesRecorderCount = 2
 
 // RecreatedAfter: a new Event UID created this long after its series
 // started is a re-creation of an expired Event. Recorders write the first
@@ -96,8 +106,9 @@ type RetryResult struct {
 	// object, reason and controller, set (>0) when exactly one occurrence
 	// was added by a live write and a previous live one is known.
 	Interval time.Duration
-	// RecorderLimited: Interval is at least LegacyRecorderLimit on a legacy
-	// Event, and was counted apart instead of observed.
+	// RecorderLimited: Interval is the recorder's timing (at least
+	// LegacyRecorderLimit on a legacy Event, or an events.k8s.io series
+	// written after count 2), and was counted apart instead of observed.
 	RecorderLimited bool
 }
 
@@ -226,7 +237,7 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	if added == 1 && !st.lastLive.IsZero() {
 		res.Interval = max(at.Sub(st.lastLive), 0)
 		ik := IntervalKey{Controller: key.Controller, Kind: key.Kind}
-		if w.Legacy && res.Interval >= LegacyRecorderLimit {
+		if (w.Legacy && res.Interval >= LegacyRecorderLimit) || (!w.Legacy && prev.count >= seriesRecorderCount) {
 			res.RecorderLimited = true
 			t.limited[ik]++
 		} else {

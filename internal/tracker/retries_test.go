@@ -138,6 +138,25 @@ func TestRetryTrackerTimelines(t *testing.T) {
 		},
 		total: 27,
 	}, {
+		name: "legacy gap of 295 s on receipt times is the spam filter's 300 s refill seen early: counted apart",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 25), occ: 25},
+			{at: 295 * s, w: quota("e1", 26), occ: 1, interval: 295 * s, limited: true},
+			{at: 575 * s, w: quota("e1", 27), occ: 1, interval: 280 * s},
+		},
+		total: 27,
+	}, {
+		// client-go tools/events: after series.count 2 the recorder writes
+		// the series only on its 30-minute refresh or when it finishes
+		// (6 idle minutes): the gap is the recorder's, whatever the count.
+		name: "events.k8s.io series increments after count 2 are recorder writes: counted apart",
+		steps: []retryStep{
+			{at: 0, w: sched("s1", 1), occ: 1},
+			{at: 10 * s, w: sched("s1", 2), occ: 1, interval: 10 * s},
+			{at: 370 * s, w: sched("s1", 3), occ: 1, interval: 360 * s, limited: true},
+		},
+		total: 3,
+	}, {
 		name: "events.k8s.io gap of 300 s is the controller's own: observed",
 		steps: []retryStep{
 			{at: 0, w: sched("s1", 1), occ: 1},
