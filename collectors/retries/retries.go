@@ -37,7 +37,7 @@ var (
 		"Occurrences of Warning Events (events.k8s.io/v1) counted while the exporter watched: the increase of max(series.count, deprecatedCount, 1) per Event. "+
 			"A lower bound on a controller's failed attempts: event recorders drop and batch occurrences (docs/retries.md); an initial list or a relist sets the baseline without counting. "+
 			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the groups kube-apiserver serves itself, CRDs under k8s.io included; none without one); "+
-			"values beyond retries.maxReasons fold into other.",
+			"values beyond retries.maxReasons, and label sets beyond stall.seriesLimit, fold into other; label sets idle for an hour are released.",
 		[]string{"controller", "reason", "kind"}, nil)
 	intervalDesc = prometheus.NewDesc("kube_convergence_controller_retry_interval_seconds",
 		"Gap between two consecutive live occurrences of a Warning Event on the same object, reason and controller, measured on the exporter's receipt of each write. "+
@@ -76,6 +76,9 @@ func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collect
 		tr: tracker.NewRetryTracker(tracker.RetryConfig{
 			FailingWindow: time.Duration(cfg.Retries.FailingWindow),
 			MaxReasons:    cfg.Retries.MaxReasons,
+			// The per-label caps allow maxReasons^3 label sets: cap the
+			// sets themselves like the other per-object families.
+			MaxLabelSets: cfg.Stall.SeriesLimit,
 		}),
 		failing: collectors.NewZeroKept[tracker.RetryKey](),
 	}
@@ -215,7 +218,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.tr.RecorderLimited() {
 		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.CounterValue, float64(n), k.Controller, k.Kind)
 	}
-	for k, n := range c.failing.Counts(c.tr.Failing(c.now())) {
+	failing := c.tr.Failing(c.now()) // releases idle label sets
+	c.failing.Forget(func(k tracker.RetryKey) bool { return !c.tr.Known(k) })
+	for k, n := range c.failing.Counts(failing) {
 		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, float64(n), k.Controller, k.Reason, k.Kind)
 	}
 	events, _ := c.tr.Tracked()

@@ -64,6 +64,10 @@ type RetryConfig struct {
 	// MaxReasons caps the distinct values of each of the controller,
 	// reason and kind labels; later values fold into RetryOther.
 	MaxReasons int
+	// MaxLabelSets caps the (controller, reason, kind) label sets held: the
+	// per-label caps alone allow MaxReasons^3 (10^6 at 100). Beyond it a new
+	// label set folds into (other, other, other). 0: no cap.
+	MaxLabelSets int
 	// Retention is how long an object's last occurrence is kept for
 	// intervals (at least FailingWindow); default 1 h, the API server's
 	// default --event-ttl.
@@ -147,6 +151,10 @@ type RetryTracker struct {
 	limited   map[IntervalKey]uint64
 	// Label values admitted so far, per label.
 	controllers, reasons, kinds map[string]struct{}
+	// seen holds every label set in use with its last occurrence; a label
+	// set idle for the retention, with no Event or object left on it, is
+	// released with its values (release).
+	seen map[RetryKey]time.Time
 }
 
 // NewRetryTracker returns an empty tracker.
@@ -165,8 +173,12 @@ func NewRetryTracker(cfg RetryConfig) *RetryTracker {
 		controllers: map[string]struct{}{},
 		reasons:     map[string]struct{}{},
 		kinds:       map[string]struct{}{},
+		seen:        map[RetryKey]time.Time{},
 	}
 }
+
+// otherKey is the label set that label sets beyond MaxLabelSets fold into.
+var otherKey = RetryKey{Controller: RetryOther, Reason: RetryOther, Kind: RetryOther}
 
 // fold returns v, or RetryOther once set holds max values and v is not one
 // of them, or v is not a fit label value.
@@ -197,7 +209,11 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 			Reason:     fold(t.reasons, w.Reason, t.cfg.MaxReasons),
 			Kind:       fold(t.kinds, w.Kind, t.cfg.MaxReasons),
 		}
+		if _, ok := t.seen[key]; !ok && t.cfg.MaxLabelSets > 0 && t.labelSets() >= t.cfg.MaxLabelSets {
+			key = otherKey
+		}
 	}
+	t.seen[key] = maxTime(t.seen[key], at)
 	ok := objectKey{object: w.Object, key: key}
 	count := max(w.Count, 1)
 	t.events[w.UID] = retryEvent{count: count, obj: ok}
@@ -290,7 +306,8 @@ func (t *RetryTracker) RecorderLimited() map[IntervalKey]uint64 { return t.limit
 
 // Failing returns the number of objects per label set whose last
 // occurrence is younger than the failing window at now, and forgets objects
-// whose last occurrence is older than the retention.
+// whose last occurrence is older than the retention, then idle label sets
+// (release).
 func (t *RetryTracker) Failing(now time.Time) map[RetryKey]int {
 	out := map[RetryKey]int{}
 	for k, st := range t.objects {
@@ -303,7 +320,92 @@ func (t *RetryTracker) Failing(now time.Time) map[RetryKey]int {
 			out[k.key]++
 		}
 	}
+	t.release(now)
 	return out
+}
+
+// release forgets the label sets whose last occurrence is older than the
+// retention and that no held Event or object uses (their Events expired):
+// their series go, and their values no longer count against the caps.
+func (t *RetryTracker) release(now time.Time) {
+	var idle []RetryKey
+	for k, last := range t.seen {
+		if now.Sub(last) > t.cfg.Retention {
+			idle = append(idle, k)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	used := make(map[RetryKey]bool, len(t.seen))
+	for _, e := range t.events {
+		used[e.obj.key] = true
+	}
+	for ok := range t.objects {
+		used[ok.key] = true
+	}
+	released := false
+	for _, k := range idle {
+		if used[k] {
+			continue
+		}
+		delete(t.seen, k)
+		delete(t.counts, k)
+		released = true
+	}
+	if !released {
+		return
+	}
+	// Rebuild the admitted values and the interval keys from the label
+	// sets left (an interval key may be shared by another reason).
+	clear(t.controllers)
+	clear(t.reasons)
+	clear(t.kinds)
+	for k := range t.seen {
+		t.controllers[k.Controller] = struct{}{}
+		t.reasons[k.Reason] = struct{}{}
+		t.kinds[k.Kind] = struct{}{}
+	}
+	for ik := range t.intervals {
+		if !t.intervalUsed(ik) {
+			delete(t.intervals, ik)
+		}
+	}
+	for ik := range t.limited {
+		if !t.intervalUsed(ik) {
+			delete(t.limited, ik)
+		}
+	}
+}
+
+func (t *RetryTracker) intervalUsed(ik IntervalKey) bool {
+	for k := range t.seen {
+		if k.Controller == ik.Controller && k.Kind == ik.Kind {
+			return true
+		}
+	}
+	return false
+}
+
+// labelSets is the number of label sets held, (other, other, other) aside.
+func (t *RetryTracker) labelSets() int {
+	if _, ok := t.seen[otherKey]; ok {
+		return len(t.seen) - 1
+	}
+	return len(t.seen)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Known says whether the label set k is held (not released).
+func (t *RetryTracker) Known(k RetryKey) bool {
+	_, ok := t.seen[k]
+	return ok
 }
 
 // Tracked returns the number of Event UIDs and objects held.

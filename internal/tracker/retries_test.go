@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -284,6 +285,52 @@ func TestRetryWithoutRegarding(t *testing.T) {
 	}
 	if _, objs := tr.Tracked(); objs != 0 {
 		t.Errorf("objects %d, want 0", objs)
+	}
+}
+
+// The label sets are capped (the per-label caps of 100 allow 10^6), and a
+// label set idle for the retention with no Event left is released, its
+// values with it.
+func TestRetryLabelSetCapAndRelease(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100, MaxLabelSets: 3})
+	obs := func(uid, controller, reason string, at time.Duration) RetryKey {
+		w := sched(uid, 1)
+		w.Controller, w.Reason, w.Object = controller, reason, uid
+		return tr.Observe(w, r0.Add(at), false).Key
+	}
+	for i, c := range []struct{ controller, reason string }{{"a", "R1"}, {"b", "R2"}, {"a", "R2"}} {
+		if k := obs(fmt.Sprint("e", i), c.controller, c.reason, 0); k.Controller != c.controller || k.Reason != c.reason {
+			t.Errorf("label set %d within the cap: %+v", i, k)
+		}
+	}
+	// 4th label set: values each admitted (b, R1), the set beyond the cap.
+	if k := obs("e3", "b", "R1", 0); k != otherKey {
+		t.Errorf("4th label set beyond the cap of 3: %+v, want %+v", k, otherKey)
+	}
+	if got := len(tr.Counts()); got != 4 {
+		t.Errorf("label sets counted %d, want 3 + other", got)
+	}
+	// e0 (a, R1) expires (API server TTL), the others are kept by live
+	// occurrences at 50m; at 1h1m the retention (1 h) has passed for (a, R1)
+	// only: released, and its values with it where unused.
+	tr.Delete("e0")
+	obs("e1", "b", "R2", 50*time.Minute)
+	obs("e2", "a", "R2", 50*time.Minute)
+	obs("e3", "b", "R1", 50*time.Minute)
+	tr.Failing(r0.Add(61 * time.Minute))
+	if tr.Known(RetryKey{"a", "R1", "Pod"}) || !tr.Known(RetryKey{"b", "R2", "Pod"}) || !tr.Known(otherKey) {
+		t.Errorf("after release: (a, R1) known %v, (b, R2) %v, other %v; want false, true, true",
+			tr.Known(RetryKey{"a", "R1", "Pod"}), tr.Known(RetryKey{"b", "R2", "Pod"}), tr.Known(otherKey))
+	}
+	if _, ok := tr.Counts()[RetryKey{"a", "R1", "Pod"}]; ok {
+		t.Error("released label set still counted")
+	}
+	if _, ok := tr.reasons["R1"]; ok {
+		t.Error("reason R1 still admitted after its only label set was released")
+	}
+	// The freed place takes a new label set.
+	if k := obs("e4", "c", "R3", 62*time.Minute); k != (RetryKey{"c", "R3", "Pod"}) {
+		t.Errorf("new label set after a release: %+v", k)
 	}
 }
 
