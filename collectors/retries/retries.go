@@ -187,7 +187,7 @@ func KindOf(apiVersion, kind string) string {
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
-		return tracker.RetryOther
+		return tracker.LabelOther
 	}
 	return records.KindLabel(gv.Group, kind)
 }

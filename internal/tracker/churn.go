@@ -10,10 +10,6 @@ import (
 // write the tracker sees is a live watch event; list cycles only set
 // baselines (a relist shows the state after a gap, not the writes in it).
 
-// ChurnOther is the manager label value that pairs beyond the cap, and
-// managers beyond maxManagers, fold into.
-const ChurnOther = "other"
-
 // hotBuckets splits the hot-object window into this many buckets: a count
 // over the window is exact to one bucket (5 %).
 const hotBuckets = 20
@@ -194,7 +190,7 @@ func (t *ChurnTracker) manager(name string) int32 {
 		return i
 	}
 	if len(t.names) >= maxManagers {
-		name = ChurnOther
+		name = LabelOther
 		if i, ok := t.managers[name]; ok {
 			return i
 		}
@@ -206,14 +202,14 @@ func (t *ChurnTracker) manager(name string) int32 {
 }
 
 // Ownership reads the managedFields of object uid (of kind) received at
-// `at`, and returns the number of flaps it counted: leaf paths whose sole
-// owner moved back to the manager it had moved away from within the flap
-// window (at most one per manager pair and write). listed: delivered by a
+// `at`, and counts its flaps: leaf paths whose sole owner moved back to the
+// manager it had moved away from within the flap window (at most one per
+// manager pair and write). listed: delivered by a
 // list cycle, or the first state the tracker sees of the object: a
 // baseline, no move is judged across it.
 // fingerprint identifies the managedFields it was read from (see
 // Unchanged).
-func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, at time.Time, listed bool) int {
+func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, at time.Time, listed bool) {
 	cur := map[uint64]int32{}
 	for _, e := range entries {
 		m := t.manager(e.Manager)
@@ -263,7 +259,6 @@ func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries [
 			delete(st.paths, p)
 		}
 	}
-	return len(counted)
 }
 
 func (t *ChurnTracker) flap(kind, a, b string) {
@@ -273,7 +268,7 @@ func (t *ChurnTracker) flap(kind, a, b string) {
 	pair := [2]string{a, b}
 	if !t.pairs[pair] {
 		if len(t.pairs) >= t.cfg.MaxPairs {
-			a, b = ChurnOther, ChurnOther
+			a, b = LabelOther, LabelOther
 		} else {
 			t.pairs[pair] = true
 		}

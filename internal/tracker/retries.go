@@ -12,10 +12,11 @@ import (
 // UID and counts the increase, so a watch event is a hint to re-read the
 // count, never an occurrence in itself.
 
-// RetryOther is the label value that controllers, reasons and kinds beyond
-// the cap fold into; values that are not valid UTF-8 or longer than
-// maxLabelBytes fold into it at once.
-const RetryOther = "other"
+// LabelOther is the label value that values beyond a cap fold into: the
+// controllers, reasons, kinds and label sets of the retries, values that are
+// not valid UTF-8 or longer than maxLabelBytes at once, the field managers
+// and manager pairs of the churn.
+const LabelOther = "other"
 
 // maxLabelBytes bounds one label value taken from an Event: reasons are
 // short CamelCase words (FailedCreate, 12 bytes); anything longer is not a
@@ -62,7 +63,7 @@ type RetryConfig struct {
 	// occurrence is younger than this.
 	FailingWindow time.Duration
 	// MaxReasons caps the distinct values of each of the controller,
-	// reason and kind labels; later values fold into RetryOther.
+	// reason and kind labels; later values fold into LabelOther.
 	MaxReasons int
 	// MaxLabelSets caps the (controller, reason, kind) label sets held: the
 	// per-label caps alone allow MaxReasons^3 (10^6 at 100). Beyond it a new
@@ -106,14 +107,6 @@ type IntervalKey struct{ Controller, Kind string }
 type RetryResult struct {
 	Key         RetryKey
 	Occurrences int
-	// Interval is the gap since the previous live occurrence on the same
-	// object, reason and controller, set (>0) when exactly one occurrence
-	// was added by a live write and a previous live one is known.
-	Interval time.Duration
-	// RecorderLimited: Interval is the recorder's timing (at least
-	// LegacyRecorderLimit on a legacy Event, or an events.k8s.io series
-	// written after count 2), and was counted apart instead of observed.
-	RecorderLimited bool
 }
 
 type retryEvent struct {
@@ -178,16 +171,16 @@ func NewRetryTracker(cfg RetryConfig) *RetryTracker {
 }
 
 // otherKey is the label set that label sets beyond MaxLabelSets fold into.
-var otherKey = RetryKey{Controller: RetryOther, Reason: RetryOther, Kind: RetryOther}
+var otherKey = RetryKey{Controller: LabelOther, Reason: LabelOther, Kind: LabelOther}
 
-// fold returns v, or RetryOther once set holds max values and v is not one
+// fold returns v, or LabelOther once set holds max values and v is not one
 // of them, or v is not a fit label value.
 func fold(set map[string]struct{}, v string, limit int) string {
 	if _, ok := set[v]; ok {
 		return v
 	}
 	if len(set) >= limit || len(v) > maxLabelBytes || !utf8.ValidString(v) {
-		return RetryOther
+		return LabelOther
 	}
 	set[v] = struct{}{}
 	return v
@@ -250,14 +243,18 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	}
 	res.Occurrences = added
 	t.counts[key] += uint64(added)
+	// The gap since the previous live occurrence on the same object,
+	// reason and controller, when exactly one occurrence was added by a
+	// live write and a previous live one is known. A gap the recorder timed
+	// (at least LegacyRecorderLimit on a legacy Event, an events.k8s.io
+	// series written after count 2) is counted apart instead of observed.
 	if added == 1 && !st.lastLive.IsZero() {
-		res.Interval = max(at.Sub(st.lastLive), 0)
+		interval := max(at.Sub(st.lastLive), 0)
 		ik := IntervalKey{Controller: key.Controller, Kind: key.Kind}
-		if (w.Legacy && res.Interval >= LegacyRecorderLimit) || (!w.Legacy && prev.count >= seriesRecorderCount) {
-			res.RecorderLimited = true
+		if (w.Legacy && interval >= LegacyRecorderLimit) || (!w.Legacy && prev.count >= seriesRecorderCount) {
 			t.limited[ik]++
 		} else {
-			t.observeInterval(ik, res.Interval)
+			t.observeInterval(ik, interval)
 		}
 	}
 	// Several occurrences in one write were batched by the recorder: their

@@ -180,13 +180,31 @@ func TestRetryTrackerTimelines(t *testing.T) {
 					tr.Delete(st.w.UID)
 					continue
 				}
+				// The interval is read from the histogram and the
+				// recorder-limited counter: their changes by this step.
+				ik := IntervalKey{Controller: st.w.Controller, Kind: st.w.Kind}
+				var count0 uint64
+				var sum0 float64
+				if h := tr.Intervals()[ik]; h != nil {
+					count0, sum0 = h.Count, h.Sum
+				}
+				limited0 := tr.RecorderLimited()[ik]
 				res := tr.Observe(st.w, r0.Add(st.at), st.listed)
 				if i == 0 {
 					key = res.Key
 				}
-				if res.Occurrences != st.occ || res.Interval != st.interval || res.RecorderLimited != st.limited {
+				var interval time.Duration
+				if h := tr.Intervals()[ik]; h != nil && h.Count > count0 {
+					interval = time.Duration((h.Sum - sum0) * float64(time.Second))
+				}
+				limited := tr.RecorderLimited()[ik] > limited0
+				wantInterval := st.interval
+				if st.limited {
+					wantInterval = 0 // counted apart, not observed
+				}
+				if res.Occurrences != st.occ || interval != wantInterval || limited != st.limited {
 					t.Errorf("retryStep %d (+%v %s count %d listed=%v): got occ %d interval %v limited %v, want %d %v %v",
-						i, st.at, st.w.UID, st.w.Count, st.listed, res.Occurrences, res.Interval, res.RecorderLimited, st.occ, st.interval, st.limited)
+						i, st.at, st.w.UID, st.w.Count, st.listed, res.Occurrences, interval, limited, st.occ, wantInterval, st.limited)
 				}
 			}
 			if got := tr.Counts()[key]; got != c.total {
@@ -347,7 +365,7 @@ func TestRetryLabelFold(t *testing.T) {
 	if k := obs("b", "B"); k.Reason != "B" {
 		t.Errorf("second reason: %q", k.Reason)
 	}
-	if k := obs("c", "C"); k.Reason != RetryOther {
+	if k := obs("c", "C"); k.Reason != LabelOther {
 		t.Errorf("third reason beyond maxReasons 2: %q, want other", k.Reason)
 	}
 	if k := obs("d", "A"); k.Reason != "A" {
@@ -358,7 +376,7 @@ func TestRetryLabelFold(t *testing.T) {
 		w := sched("h"+bad, 1)
 		w.Reason, w.Kind, w.Controller = bad, bad, bad
 		k := tr2.Observe(w, r0, false).Key
-		if k != (RetryKey{RetryOther, RetryOther, RetryOther}) {
+		if k != (RetryKey{LabelOther, LabelOther, LabelOther}) {
 			t.Errorf("hostile value %q: key %+v", bad[:10], k)
 		}
 	}
