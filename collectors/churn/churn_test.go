@@ -88,6 +88,43 @@ func TestHookStampsTheWriter(t *testing.T) {
 	}
 }
 
+// Listed objects (an initial list, a relist) are not decoded: on a cluster
+// of 10 000 Deployments the initial list would cost 1.4 s of CPU for a
+// baseline that judges nothing. Ownership starts at the first live write; a
+// relist that finds the fields moved forgets the object (no move judged
+// across the gap), one that finds them unchanged keeps it.
+func TestOwnershipSkipsListedObjects(t *testing.T) {
+	c := New(configDefault(), []informers.Resource{informers.Deployments}, discard(), time.Now)
+	hook := c.hook("Deployment")
+	stamp := func(listed bool) *appsv1.Deployment {
+		d := deployment()
+		d.Annotations = map[string]string{informers.AnnotationReceived: "1"}
+		if listed {
+			d.Annotations[informers.AnnotationListed] = "true"
+		}
+		return d
+	}
+	tracked := func() int { n, _ := c.tr.OwnershipTracked(); return n }
+	hook(stamp(true))
+	if n := tracked(); n != 0 {
+		t.Fatalf("after the initial list: %d objects, want 0 (not decoded)", n)
+	}
+	hook(stamp(false))
+	if n := tracked(); n != 1 {
+		t.Fatalf("after a live write: %d objects, want 1", n)
+	}
+	hook(stamp(true)) // relist, fields unchanged
+	if n := tracked(); n != 1 {
+		t.Errorf("after a relist with the same fields: %d objects, want 1", n)
+	}
+	moved := stamp(true)
+	moved.ManagedFields[1].Manager = "apply-c"
+	hook(moved)
+	if n := tracked(); n != 0 {
+		t.Errorf("after a relist with moved fields: %d objects, want 0 (forgotten)", n)
+	}
+}
+
 func configDefault() *config.Config { return config.Default() }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
