@@ -60,7 +60,7 @@ type hotCounts struct {
 }
 
 // pathOwner is the owner of one leaf path: the manager index that owns it
-// alone (-1: several or none), the one it moved from at its last move (-1:
+// alone (paths owned by several are not held), the one it moved from at its last move (-1:
 // unknown) and when.
 type pathOwner struct {
 	owner, from int32
@@ -74,6 +74,13 @@ type ownership struct {
 	paths       map[uint64]pathOwner
 }
 
+// maxObjectPaths caps the leaf paths held per object. A Deployment has a
+// few dozen to a few hundred (its pod template); a custom resource's schema
+// is its author's, and one with a large list (thousands of entries) would
+// cost 24 bytes per leaf and per object. Paths beyond the cap are not
+// tracked (the ones held are kept, so the set is stable across writes).
+const maxObjectPaths = 2048
+
 // ChurnTracker counts writes and ownership flaps. Not safe for concurrent
 // use.
 type ChurnTracker struct {
@@ -82,7 +89,8 @@ type ChurnTracker struct {
 	hot         map[objectName]map[string]*hotCounts
 	owners      map[string]*ownership // by object UID
 	managers    map[string]int32
-	names       []string
+	names       []string // by manager index; "" for a released index
+	free        []int32  // released indexes, reused first
 	flaps       map[FlapKey]uint64
 	pairs       map[[2]string]bool
 }
@@ -189,16 +197,47 @@ func (t *ChurnTracker) manager(name string) int32 {
 	if i, ok := t.managers[name]; ok {
 		return i
 	}
-	if len(t.names) >= maxManagers {
+	if len(t.managers) >= maxManagers {
 		name = LabelOther
 		if i, ok := t.managers[name]; ok {
 			return i
 		}
 	}
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		t.managers[name] = i
+		t.names[i] = name
+		return i
+	}
 	i := int32(len(t.names))
 	t.managers[name] = i
 	t.names = append(t.names, name)
 	return i
+}
+
+// releaseManagers frees the indexes no held path refers to (as owner or as
+// the owner it moved from), so that managers of forgotten objects no longer
+// count against maxManagers.
+func (t *ChurnTracker) releaseManagers() {
+	used := make([]bool, len(t.names))
+	for _, st := range t.owners {
+		for _, p := range st.paths {
+			if p.owner >= 0 {
+				used[p.owner] = true
+			}
+			if p.from >= 0 {
+				used[p.from] = true
+			}
+		}
+	}
+	for i, name := range t.names {
+		if name != "" && !used[i] {
+			delete(t.managers, name)
+			t.names[i] = ""
+			t.free = append(t.free, int32(i))
+		}
+	}
 }
 
 // Ownership reads the managedFields of object uid (of kind) received at
@@ -234,10 +273,16 @@ func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries [
 	for p, owner := range cur {
 		prev, ok := st.paths[p]
 		switch {
+		case owner < 0:
+			// Several owners: no move to judge, and nothing to keep (a
+			// path owned alone again later starts from a baseline).
+			delete(st.paths, p)
 		case !ok:
-			st.paths[p] = pathOwner{owner: owner, from: -1}
+			if len(st.paths) < maxObjectPaths {
+				st.paths[p] = pathOwner{owner: owner, from: -1}
+			}
 		case prev.owner == owner:
-		case listed || prev.owner < 0 || owner < 0:
+		case listed:
 			st.paths[p] = pathOwner{owner: owner, from: -1}
 		default:
 			if prev.from == owner && now-prev.at <= int64(t.cfg.FlapWindow) {
@@ -304,6 +349,7 @@ func (t *ChurnTracker) PruneOwnership(now time.Time) {
 			delete(t.owners, uid)
 		}
 	}
+	t.releaseManagers()
 }
 
 // ForgetOwnership drops the ownership of a deleted object.
