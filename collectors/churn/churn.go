@@ -62,7 +62,7 @@ var (
 		[]string{"kind", "namespace", "generation_changed"}, nil)
 	hotDesc = prometheus.NewDesc("kube_convergence_hot_object_writes",
 		"Writes to one object by one field manager received in the last churn.window (default 5m), exposed only above churn.hotWrites (default 60). "+
-			"manager is the manager of the managedFields entry with the newest time after the write (unknown without one). Capped at stall.seriesLimit series, most writes first.",
+			"manager is the manager of the managedFields entry with the newest time after the write (unknown without one); on busy objects, the entry that changed since the previous version (ambiguous when several did). Capped at stall.seriesLimit series, most writes first.",
 		[]string{"kind", "namespace", "name", "manager"}, nil)
 	flapsDesc = prometheus.NewDesc("kube_convergence_field_ownership_flaps_total",
 		"Writes that moved the sole ownership of a field path (managedFields, decoded with structured-merge-diff's fieldpath) back to the manager it had moved away from within churn.flapWindow (default 10m): "+
@@ -90,6 +90,15 @@ type Collector struct {
 	updates      map[updateKey]uint64
 	hotCap       *collectors.SeriesCap
 	decodeErrors uint64
+	// writers holds, per object UID, the managedFields entries of the last
+	// version of busy objects (tracker.Busy), to attribute their next write
+	// to the entry that changed (informers.Writer).
+	writers map[string]writerState
+}
+
+type writerState struct {
+	entries informers.ManagerEntries
+	seen    time.Time
 }
 
 // New returns the churn collector over watched, the resources the other
@@ -114,6 +123,7 @@ func New(cfg *config.Config, watched []informers.Resource, logger *slog.Logger, 
 			MaxPairs:   cfg.Churn.MaxPairs,
 		}),
 		updates: map[updateKey]uint64{},
+		writers: map[string]writerState{},
 		hotCap: collectors.NewSeriesCap("kube_convergence_hot_object_writes_series_dropped_total",
 			"Hot (object, manager) pairs left out of kube_convergence_hot_object_writes by stall.seriesLimit, counted once per pair while it stays hot.", cfg.Stall.SeriesLimit),
 	}
@@ -184,7 +194,7 @@ func (c *Collector) customHook(group string) informers.Hook {
 
 func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 	return func(m metav1.Object) {
-		if w := informers.NewestManager(m); w != "" {
+		if w := c.writer(kind, m); w != "" {
 			a := m.GetAnnotations()
 			if a == nil {
 				a = map[string]string{}
@@ -221,6 +231,39 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 		c.decodeErrors += uint64(bad)
 		c.tr.Ownership(uid, kind, fp, entries, at, listed)
 	}
+}
+
+// writer names the manager of the write that produced m. For a busy object
+// (tracker.Busy) it compares the managedFields entries with the previous
+// version's (informers.Writer), since the newest time alone gives writes in
+// the same second as another manager's to the first entry; otherwise the
+// newest time. A listed version is compared with nothing (a gap).
+func (c *Collector) writer(kind string, m metav1.Object) string {
+	if len(m.GetManagedFields()) == 0 {
+		return ""
+	}
+	uid := string(m.GetUID())
+	at, listed := informers.ReceivedOr(m, c.now)
+	c.mu.Lock()
+	prev, tracked := c.writers[uid]
+	busy := !listed && c.tr.Busy(kind, m.GetNamespace(), m.GetName(), at)
+	c.mu.Unlock()
+	if !tracked && !busy {
+		return informers.NewestManager(m)
+	}
+	cur := informers.Entries(m)
+	if listed {
+		prev.entries = nil
+	}
+	w := informers.Writer(prev.entries, cur, m)
+	c.mu.Lock()
+	if busy {
+		c.writers[uid] = writerState{entries: cur, seen: at}
+	} else {
+		delete(c.writers, uid)
+	}
+	c.mu.Unlock()
+	return w
 }
 
 // fingerprint hashes who owns what in m's managedFields (manager,
@@ -294,6 +337,7 @@ func (c *Collector) onDelete(kind string, obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tr.ForgetObject(kind, m.GetNamespace(), m.GetName())
+	delete(c.writers, string(m.GetUID()))
 	if ownershipKinds[kind] {
 		c.tr.ForgetOwnership(string(m.GetUID()))
 	}
@@ -327,8 +371,14 @@ func (c *Collector) pruneEvery(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			now := c.now()
 			c.mu.Lock()
-			c.tr.PruneOwnership(c.now())
+			c.tr.PruneOwnership(now)
+			for uid, w := range c.writers {
+				if now.Sub(w.seen) > time.Duration(c.cfg.Churn.Window) {
+					delete(c.writers, uid)
+				}
+			}
 			c.mu.Unlock()
 		}
 	}

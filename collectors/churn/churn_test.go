@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 func hashOf(path string) uint64 {
@@ -206,4 +207,40 @@ func helpOf(t *testing.T, reg *prometheus.Registry, name string) string {
 	}
 	t.Fatalf("%s not gathered", name)
 	return ""
+}
+
+// On a busy object the writer is the entry that changed since the previous
+// version: the updater's write in the same second as the applier's is the
+// updater's (the newest time alone gives the tie to the applier, sorted
+// first). An object that is not busy keeps the newest time.
+func TestWriterOfBusyObjectsWithTies(t *testing.T) {
+	cfg := config.Default()
+	cfg.Churn.HotWrites = 4 // busy above 2 writes in the window
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := New(cfg, []informers.Resource{informers.Deployments}, discard(), func() time.Time { return now })
+	hook := c.hook("Deployment")
+	t0 := metav1.NewTime(now)
+	t1 := metav1.NewTime(now.Add(time.Second))
+	version := func(applier, updater metav1.Time) *appsv1.Deployment {
+		a, u := applier, updater
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "applier", Operation: metav1.ManagedFieldsOperationApply, Time: &a, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)},
+			{Manager: "updater", Operation: metav1.ManagedFieldsOperationUpdate, Time: &u, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:paused":{}}}`)},
+		}}}
+	}
+	writerOf := func(d *appsv1.Deployment) string { hook(d); return d.Annotations[informers.AnnotationWriter] }
+	// Not busy: the tie goes to the first entry.
+	if w := writerOf(version(t1, t1)); w != "applier" {
+		t.Fatalf("not busy: writer %q, want applier (newest time, first of the tie)", w)
+	}
+	for range 3 {
+		c.tr.Write(tracker.HotKey{Kind: "Deployment", Namespace: "ns", Name: "web", Manager: "applier"}, now)
+	}
+	writerOf(version(t1, t0)) // busy: the applier's write at t1 is remembered
+	if w := writerOf(version(t1, t1)); w != "updater" {
+		t.Errorf("busy, the updater's write in the applier's second: writer %q, want updater", w)
+	}
+	if len(c.writers) != 1 {
+		t.Errorf("writers held %d, want 1", len(c.writers))
+	}
 }

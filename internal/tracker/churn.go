@@ -147,6 +147,24 @@ func (t *ChurnTracker) Write(k HotKey, at time.Time) {
 	}
 }
 
+// Busy reports whether the object's live writes in the window, all
+// managers together, exceed half of HotWrites at `at`: the objects whose
+// writer is worth attributing precisely (a fight mis-attributed by a time
+// tie splits its writes between the two managers).
+func (t *ChurnTracker) Busy(kind, namespace, name string, at time.Time) bool {
+	byManager := t.hot[objectName{kind, namespace, name}]
+	if byManager == nil {
+		return false
+	}
+	b := at.UnixNano() / t.bucketWidth
+	n := 0
+	for _, h := range byManager {
+		h.advance(b)
+		n += h.sum()
+	}
+	return n > t.cfg.HotWrites/2
+}
+
 // Hot returns the (object, manager) pairs with more than HotWrites writes
 // in the window ending at now, most writes first, and forgets those with
 // none left.
