@@ -72,8 +72,9 @@ func controllers(*bundled) (*board, error) {
 
 	brd.row("Controller workqueues (scraped from the controllers)")
 	ratio := timeseriesPanel("Retries per add",
-		"Items re-queued per item added, per controller job and queue (rules/kube-convergence-controllers.rules.yml). Retries include planned requeues "+
-			"(controller-runtime's RequeueAfter, resyncs). Empty unless Prometheus scrapes the controllers' /metrics (kube-controller-manager, operators).",
+		"Items re-queued per item added, per controller job and queue (rules/kube-convergence-controllers.rules.yml). Each retry adds the item again, so the ratio "+
+			"stays below 1 and approaches it when items keep failing; above 0.5 retries outnumber fresh adds (KubeConvergenceControllerRetrying). Retries include planned requeues "+
+			"(controller-runtime's RequeueAfter), not resyncs. Empty unless Prometheus scrapes the controllers' /metrics (kube-controller-manager, operators).",
 		units.Short,
 		series(fmt.Sprintf(`job_name:workqueue_retries_per_add:ratio_rate5m{%s}`, sel), "{{job}} {{name}}"))
 	wait := timeseriesPanel("Queue wait p99",

@@ -23,6 +23,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -61,7 +62,7 @@ var (
 		[]string{"kind", "namespace", "generation_changed"}, nil)
 	hotDesc = prometheus.NewDesc("kube_convergence_hot_object_writes",
 		"Writes to one object by one field manager received in the last churn.window (default 5m), exposed only above churn.hotWrites (default 60). "+
-			"manager is the manager of the managedFields entry with the newest time after the write (unknown without one). Capped at stall.seriesLimit series, most writes first.",
+			"manager is the manager of the managedFields entry with the newest time after the write (unknown without one); on busy objects, the entry that changed since the previous version (ambiguous when several did). Capped at stall.seriesLimit series, most writes first.",
 		[]string{"kind", "namespace", "name", "manager"}, nil)
 	flapsDesc = prometheus.NewDesc("kube_convergence_field_ownership_flaps_total",
 		"Writes that moved the sole ownership of a field path (managedFields, decoded with structured-merge-diff's fieldpath) back to the manager it had moved away from within churn.flapWindow (default 10m): "+
@@ -89,6 +90,15 @@ type Collector struct {
 	updates      map[updateKey]uint64
 	hotCap       *collectors.SeriesCap
 	decodeErrors uint64
+	// writers holds, per object UID, the managedFields entries of the last
+	// version of busy objects (tracker.Busy), to attribute their next write
+	// to the entry that changed (informers.Writer).
+	writers map[string]writerState
+}
+
+type writerState struct {
+	entries informers.ManagerEntries
+	seen    time.Time
 }
 
 // New returns the churn collector over watched, the resources the other
@@ -113,6 +123,7 @@ func New(cfg *config.Config, watched []informers.Resource, logger *slog.Logger, 
 			MaxPairs:   cfg.Churn.MaxPairs,
 		}),
 		updates: map[updateKey]uint64{},
+		writers: map[string]writerState{},
 		hotCap: collectors.NewSeriesCap("kube_convergence_hot_object_writes_series_dropped_total",
 			"Hot (object, manager) pairs left out of kube_convergence_hot_object_writes by stall.seriesLimit, counted once per pair while it stays hot.", cfg.Stall.SeriesLimit),
 	}
@@ -133,8 +144,11 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 	return reg.Register(c.hotCap.Dropped())
 }
 
-// Start implements collectors.Collector.
-func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+// Start implements collectors.Collector. Ownership state of objects not
+// received for two flap windows is pruned every flap window, apart from
+// scrapes.
+func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+	go c.pruneEvery(ctx, time.Duration(c.cfg.Churn.FlapWindow))
 	// Configured custom resources: ownership only, through the informers
 	// the resources collector runs (their writes are not counted: those
 	// informers come and go with their CRDs).
@@ -174,13 +188,13 @@ func (c *Collector) customHook(group string) informers.Hook {
 		if !ok || k.GetKind() == "" {
 			return
 		}
-		c.hookOf(k.GetKind()+"."+group, true)(m)
+		c.hookOf(records.KindLabel(group, k.GetKind()), true)(m)
 	}
 }
 
 func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 	return func(m metav1.Object) {
-		if w := informers.NewestManager(m); w != "" {
+		if w := c.writer(kind, m); w != "" {
 			a := m.GetAnnotations()
 			if a == nil {
 				a = map[string]string{}
@@ -198,8 +212,17 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 		at, listed := informers.ReceivedOr(m, c.now)
 		c.mu.Lock()
 		same := c.tr.Unchanged(uid, fp, at)
+		if !same && listed {
+			// An initial list or a relist is a baseline: decoding every
+			// listed object (about 140 µs each, BenchmarkOwnershipUpdate)
+			// would judge nothing. Ownership is read from the first live
+			// write on, itself a baseline; a relisted object whose fields
+			// moved inside the gap is forgotten, so no move is judged
+			// across it.
+			c.tr.ForgetOwnership(uid)
+		}
 		c.mu.Unlock()
-		if same {
+		if same || listed {
 			return
 		}
 		entries, bad := managedEntries(m)
@@ -208,6 +231,39 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 		c.decodeErrors += uint64(bad)
 		c.tr.Ownership(uid, kind, fp, entries, at, listed)
 	}
+}
+
+// writer names the manager of the write that produced m. For a busy object
+// (tracker.Busy) it compares the managedFields entries with the previous
+// version's (informers.Writer), since the newest time alone gives writes in
+// the same second as another manager's to the first entry; otherwise the
+// newest time. A listed version is compared with nothing (a gap).
+func (c *Collector) writer(kind string, m metav1.Object) string {
+	if len(m.GetManagedFields()) == 0 {
+		return ""
+	}
+	uid := string(m.GetUID())
+	at, listed := informers.ReceivedOr(m, c.now)
+	c.mu.Lock()
+	prev, tracked := c.writers[uid]
+	busy := !listed && c.tr.Busy(kind, m.GetNamespace(), m.GetName(), at)
+	c.mu.Unlock()
+	if !tracked && !busy {
+		return informers.NewestManager(m)
+	}
+	cur := informers.Entries(m)
+	if listed {
+		prev.entries = nil
+	}
+	w := informers.Writer(prev.entries, cur, m)
+	c.mu.Lock()
+	if busy {
+		c.writers[uid] = writerState{entries: cur, seen: at}
+	} else {
+		delete(c.writers, uid)
+	}
+	c.mu.Unlock()
+	return w
 }
 
 // fingerprint hashes who owns what in m's managedFields (manager,
@@ -281,6 +337,7 @@ func (c *Collector) onDelete(kind string, obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tr.ForgetObject(kind, m.GetNamespace(), m.GetName())
+	delete(c.writers, string(m.GetUID()))
 	if ownershipKinds[kind] {
 		c.tr.ForgetOwnership(string(m.GetUID()))
 	}
@@ -302,28 +359,72 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
+// pruneEvery prunes the ownership state every period until ctx ends.
+func (c *Collector) pruneEvery(ctx context.Context, period time.Duration) {
+	if period <= 0 {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := c.now()
+			c.mu.Lock()
+			c.tr.PruneOwnership(now)
+			for uid, w := range c.writers {
+				if now.Sub(w.seen) > time.Duration(c.cfg.Churn.Window) {
+					delete(c.writers, uid)
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Collect implements prometheus.Collector. It copies the values under the
+// lock and builds and sends the metrics after releasing it, so that a slow
+// scrape never holds the informers' handlers and hooks.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	type hotSample struct {
+		h     tracker.HotObject
+		admit bool
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	updates := make(map[updateKey]uint64, len(c.updates))
 	for k, n := range c.updates {
-		ch <- prometheus.MustNewConstMetric(updatesDesc, prometheus.CounterValue, float64(n), k.kind, k.namespace, fmt.Sprint(k.generation))
+		updates[k] = n
 	}
 	hot := c.tr.Hot(c.now())
+	samples := make([]hotSample, len(hot))
 	alive := make(map[string]bool, len(hot))
 	for i, h := range hot {
 		key := h.Kind + "/" + h.Namespace + "/" + h.Name + "/" + h.Manager
 		alive[key] = true
-		if c.hotCap.Admit(i, key) {
-			emit(ch, hotDesc, prometheus.GaugeValue, float64(h.Writes), h.Kind, h.Namespace, h.Name, h.Manager)
-		}
+		samples[i] = hotSample{h: h, admit: c.hotCap.Admit(i, key)}
 	}
 	c.hotCap.Retain(alive)
-	c.tr.PruneOwnership(c.now())
+	flaps := make(map[tracker.FlapKey]uint64, len(c.tr.Flaps()))
 	for k, n := range c.tr.Flaps() {
+		flaps[k] = n
+	}
+	decodeErrors := c.decodeErrors
+	c.mu.Unlock()
+
+	for k, n := range updates {
+		ch <- prometheus.MustNewConstMetric(updatesDesc, prometheus.CounterValue, float64(n), k.kind, k.namespace, fmt.Sprint(k.generation))
+	}
+	for _, s := range samples {
+		if s.admit {
+			emit(ch, hotDesc, prometheus.GaugeValue, float64(s.h.Writes), s.h.Kind, s.h.Namespace, s.h.Name, s.h.Manager)
+		}
+	}
+	for k, n := range flaps {
 		emit(ch, flapsDesc, prometheus.CounterValue, float64(n), k.Kind, k.A, k.B)
 	}
-	ch <- prometheus.MustNewConstMetric(decodeErrorsDesc, prometheus.CounterValue, float64(c.decodeErrors))
+	ch <- prometheus.MustNewConstMetric(decodeErrorsDesc, prometheus.CounterValue, float64(decodeErrors))
 }
 
 // emit sends a metric whose labels come from clients (field manager names

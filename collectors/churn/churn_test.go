@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 func hashOf(path string) uint64 {
@@ -85,6 +86,43 @@ func TestHookStampsTheWriter(t *testing.T) {
 	}
 	if objs, paths := c.tr.OwnershipTracked(); objs != 1 || paths != 6 {
 		t.Errorf("ownership: %d objects, %d paths; want 1 and 6", objs, paths)
+	}
+}
+
+// Listed objects (an initial list, a relist) are not decoded: on a cluster
+// of 10 000 Deployments the initial list would cost 1.4 s of CPU for a
+// baseline that judges nothing. Ownership starts at the first live write; a
+// relist that finds the fields moved forgets the object (no move judged
+// across the gap), one that finds them unchanged keeps it.
+func TestOwnershipSkipsListedObjects(t *testing.T) {
+	c := New(configDefault(), []informers.Resource{informers.Deployments}, discard(), time.Now)
+	hook := c.hook("Deployment")
+	stamp := func(listed bool) *appsv1.Deployment {
+		d := deployment()
+		d.Annotations = map[string]string{informers.AnnotationReceived: "1"}
+		if listed {
+			d.Annotations[informers.AnnotationListed] = "true"
+		}
+		return d
+	}
+	tracked := func() int { n, _ := c.tr.OwnershipTracked(); return n }
+	hook(stamp(true))
+	if n := tracked(); n != 0 {
+		t.Fatalf("after the initial list: %d objects, want 0 (not decoded)", n)
+	}
+	hook(stamp(false))
+	if n := tracked(); n != 1 {
+		t.Fatalf("after a live write: %d objects, want 1", n)
+	}
+	hook(stamp(true)) // relist, fields unchanged
+	if n := tracked(); n != 1 {
+		t.Errorf("after a relist with the same fields: %d objects, want 1", n)
+	}
+	moved := stamp(true)
+	moved.ManagedFields[1].Manager = "apply-c"
+	hook(moved)
+	if n := tracked(); n != 0 {
+		t.Errorf("after a relist with moved fields: %d objects, want 0 (forgotten)", n)
 	}
 }
 
@@ -169,4 +207,40 @@ func helpOf(t *testing.T, reg *prometheus.Registry, name string) string {
 	}
 	t.Fatalf("%s not gathered", name)
 	return ""
+}
+
+// On a busy object the writer is the entry that changed since the previous
+// version: the updater's write in the same second as the applier's is the
+// updater's (the newest time alone gives the tie to the applier, sorted
+// first). An object that is not busy keeps the newest time.
+func TestWriterOfBusyObjectsWithTies(t *testing.T) {
+	cfg := config.Default()
+	cfg.Churn.HotWrites = 4 // busy above 2 writes in the window
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := New(cfg, []informers.Resource{informers.Deployments}, discard(), func() time.Time { return now })
+	hook := c.hook("Deployment")
+	t0 := metav1.NewTime(now)
+	t1 := metav1.NewTime(now.Add(time.Second))
+	version := func(applier, updater metav1.Time) *appsv1.Deployment {
+		a, u := applier, updater
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1", ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "applier", Operation: metav1.ManagedFieldsOperationApply, Time: &a, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)},
+			{Manager: "updater", Operation: metav1.ManagedFieldsOperationUpdate, Time: &u, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:paused":{}}}`)},
+		}}}
+	}
+	writerOf := func(d *appsv1.Deployment) string { hook(d); return d.Annotations[informers.AnnotationWriter] }
+	// Not busy: the tie goes to the first entry.
+	if w := writerOf(version(t1, t1)); w != "applier" {
+		t.Fatalf("not busy: writer %q, want applier (newest time, first of the tie)", w)
+	}
+	for range 3 {
+		c.tr.Write(tracker.HotKey{Kind: "Deployment", Namespace: "ns", Name: "web", Manager: "applier"}, now)
+	}
+	writerOf(version(t1, t0)) // busy: the applier's write at t1 is remembered
+	if w := writerOf(version(t1, t1)); w != "updater" {
+		t.Errorf("busy, the updater's write in the applier's second: writer %q, want updater", w)
+	}
+	if len(c.writers) != 1 {
+		t.Errorf("writers held %d, want 1", len(c.writers))
+	}
 }

@@ -346,9 +346,9 @@ func (c *Collector) onCRD(obj any, deleted bool) {
 		}
 		r.prev = &previous{inf: r.inf, handler: r.handler, stop: r.stop, run: r.run}
 		r.inf, r.handler, r.stop = nil, nil, nil
-		c.track(name, r, tracker.Kind(facts.kind+"."+group), v)
+		c.track(name, r, tracker.Kind(records.KindLabel(group, facts.kind)), v)
 	default:
-		c.track(name, r, tracker.Kind(facts.kind+"."+group), v)
+		c.track(name, r, tracker.Kind(records.KindLabel(group, facts.kind)), v)
 	}
 }
 

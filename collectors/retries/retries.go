@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -36,17 +36,17 @@ var (
 	retriesDesc = prometheus.NewDesc("kube_convergence_controller_retries_total",
 		"Occurrences of Warning Events (events.k8s.io/v1) counted while the exporter watched: the increase of max(series.count, deprecatedCount, 1) per Event. "+
 			"A lower bound on a controller's failed attempts: event recorders drop and batch occurrences (docs/retries.md); an initial list or a relist sets the baseline without counting. "+
-			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the Kubernetes API groups, none without one); "+
-			"values beyond retries.maxReasons fold into other.",
+			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the groups kube-apiserver serves itself, CRDs under k8s.io included; none without one); "+
+			"values beyond retries.maxReasons, and label sets beyond stall.seriesLimit, fold into other; label sets idle for an hour are released.",
 		[]string{"controller", "reason", "kind"}, nil)
 	intervalDesc = prometheus.NewDesc("kube_convergence_controller_retry_interval_seconds",
 		"Gap between two consecutive live occurrences of a Warning Event on the same object, reason and controller, measured on the exporter's receipt of each write. "+
-			"Writes that add several occurrences at once (recorder batching) are not observed; gaps of 300 s or more on legacy-recorder Events are left out as recorder-limited "+
+			"Writes that add several occurrences at once (recorder batching) are not observed; gaps the recorder times (290 s or more on legacy-recorder Events, an events.k8s.io series written after count 2) are left out as recorder-limited "+
 			"(kube_convergence_controller_retry_intervals_recorder_limited_total).",
 		[]string{"controller", "kind"}, nil)
 	limitedDesc = prometheus.NewDesc("kube_convergence_controller_retry_intervals_recorder_limited_total",
-		"Gaps of 300 s or more between occurrences of a legacy-recorder (core/v1) Warning Event: the legacy recorder's spam filter admits one event per object and source every 5 minutes after a burst of 25, "+
-			"so such a gap says nothing about the controller's back-off; left out of kube_convergence_controller_retry_interval_seconds.",
+		"Gaps between Warning Event occurrences that the event recorder times, not the controller: 290 s or more on a legacy-recorder (core/v1) Event (its spam filter admits one event per object and source every 5 minutes after a burst of 25; 10 s margin for delivery), "+
+			"and any write of an events.k8s.io series after count 2 (written only on the recorder's 30-minute refresh or when the series ends); left out of kube_convergence_controller_retry_interval_seconds.",
 		[]string{"controller", "kind"}, nil)
 	failingDesc = prometheus.NewDesc("kube_convergence_controller_failing_objects",
 		"Objects whose last Warning Event occurrence (per controller, reason and kind) is younger than retries.failingWindow (default 10m). "+
@@ -76,6 +76,9 @@ func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collect
 		tr: tracker.NewRetryTracker(tracker.RetryConfig{
 			FailingWindow: time.Duration(cfg.Retries.FailingWindow),
 			MaxReasons:    cfg.Retries.MaxReasons,
+			// The per-label caps allow maxReasons^3 label sets: cap the
+			// sets themselves like the other per-object families.
+			MaxLabelSets: cfg.Stall.SeriesLimit,
 		}),
 		failing: collectors.NewZeroKept[tracker.RetryKey](),
 	}
@@ -154,8 +157,14 @@ func Warning(e *eventsv1.Event) tracker.Warning {
 	if object == "" && e.Regarding.Name != "" {
 		object = e.Regarding.Namespace + "/" + e.Regarding.Name
 	}
+	started := e.EventTime.Time
+	if e.DeprecatedFirstTimestamp.After(started) {
+		started = e.DeprecatedFirstTimestamp.Time
+	}
 	return tracker.Warning{
 		UID:        string(e.UID),
+		Created:    e.CreationTimestamp.Time,
+		Started:    started,
 		Controller: controller,
 		Reason:     e.Reason,
 		Kind:       KindOf(e.Regarding.APIVersion, e.Regarding.Kind),
@@ -168,19 +177,19 @@ func Warning(e *eventsv1.Event) tracker.Warning {
 	}
 }
 
-// KindOf is the kind label of a regarding object: its Kind for the API
-// groups Kubernetes itself serves (the core group, groups without a dot such
-// as apps and batch, and *.k8s.io), Kind.group for others (a custom
-// resource: Certificate.cert-manager.io), none without a kind.
+// KindOf is the kind label of a regarding object: records.KindLabel (its
+// Kind for the groups kube-apiserver serves, Kind.group for others, as the
+// resources collector labels custom resources), none without a kind, and
+// other for an apiVersion that does not parse.
 func KindOf(apiVersion, kind string) string {
 	if kind == "" {
 		return KindNone
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil || gv.Group == "" || !strings.Contains(gv.Group, ".") || strings.HasSuffix(gv.Group, ".k8s.io") {
-		return kind
+	if err != nil {
+		return tracker.LabelOther
 	}
-	return kind + "." + gv.Group
+	return records.KindLabel(gv.Group, kind)
 }
 
 // Describe implements prometheus.Collector.
@@ -209,7 +218,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.tr.RecorderLimited() {
 		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.CounterValue, float64(n), k.Controller, k.Kind)
 	}
-	for k, n := range c.failing.Counts(c.tr.Failing(c.now())) {
+	failing := c.tr.Failing(c.now()) // releases idle label sets
+	c.failing.Forget(func(k tracker.RetryKey) bool { return !c.tr.Known(k) })
+	for k, n := range c.failing.Counts(failing) {
 		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, float64(n), k.Controller, k.Reason, k.Kind)
 	}
 	events, _ := c.tr.Tracked()

@@ -27,7 +27,15 @@ func TestKindOf(t *testing.T) {
 		{"networking.k8s.io/v1", "Ingress", "Ingress"},
 		{"cert-manager.io/v1", "Certificate", "Certificate.cert-manager.io"},
 		{"", "", "none"},
-		{"a/b/c", "Weird", "Weird"},
+		{"a/b/c", "Weird", "other"},
+		// CRDs under k8s.io are labelled as the resources collector labels
+		// them (Kind.group), kube-apiserver's own k8s.io groups bare.
+		{"gateway.networking.k8s.io/v1", "HTTPRoute", "HTTPRoute.gateway.networking.k8s.io"},
+		{"snapshot.storage.k8s.io/v1", "VolumeSnapshot", "VolumeSnapshot.snapshot.storage.k8s.io"},
+		{"metrics.k8s.io/v1beta1", "PodMetrics", "PodMetrics.metrics.k8s.io"},
+		{"storage.k8s.io/v1", "StorageClass", "StorageClass"},
+		{"rbac.authorization.k8s.io/v1", "Role", "Role"},
+		{"policy/v1", "PodDisruptionBudget", "PodDisruptionBudget"},
 	} {
 		if got := KindOf(c.apiVersion, c.kind); got != c.want {
 			t.Errorf("KindOf(%q, %q) = %q, want %q", c.apiVersion, c.kind, got, c.want)
@@ -44,12 +52,22 @@ func TestWarningFields(t *testing.T) {
 	if w.Controller != "replicaset-controller" || w.Count != 7 || !w.Legacy || w.Kind != "ReplicaSet" || w.Object != "rs-uid" || !w.LastSeen.Equal(at.Time) {
 		t.Errorf("legacy: %+v", w)
 	}
+	// A legacy Event re-created after expiry: created an hour after its
+	// firstTimestamp (eventTime is zero on legacy Events).
+	legacy.CreationTimestamp = metav1.NewTime(at.Add(time.Hour))
+	legacy.DeprecatedFirstTimestamp = at
+	if w := Warning(legacy); !w.Created.Equal(at.Add(time.Hour)) || !w.Started.Equal(at.Time) {
+		t.Errorf("legacy times: created %v started %v", w.Created, w.Started)
+	}
 	series := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e2"}, Type: "Warning", Reason: "FailedScheduling", ReportingController: "default-scheduler",
 		EventTime: metav1.NewMicroTime(at.Time), Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(time.Second))},
 		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "p"}}
 	w = Warning(series)
 	if w.Controller != "default-scheduler" || w.Count != 2 || w.Legacy || w.Kind != "Pod" || w.Object != "ns/p" || !w.LastSeen.Equal(at.Add(time.Second)) {
 		t.Errorf("series: %+v", w)
+	}
+	if !w.Started.Equal(at.Time) {
+		t.Errorf("series start %v, want eventTime %v", w.Started, at.Time)
 	}
 	bare := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{UID: "e3"}, Type: "Warning", Reason: "X", EventTime: metav1.NewMicroTime(at.Time)}
 	w = Warning(bare)

@@ -12,7 +12,8 @@ import (
 )
 
 // WarningEvents are events.k8s.io/v1 Events of type Warning: the retries
-// collector counts their occurrences, and the timelines read them. The
+// collector counts their occurrences; the informer is shared so that the
+// coming per-object timelines can read it without a second watch. The
 // informer lists and watches with the field selector type=Warning (the API
 // server filters: Normal events, most of the traffic, never reach the
 // exporter). core/v1 Events are the same stored objects under another API:
@@ -34,12 +35,14 @@ func warningEvents(c kubernetes.Interface) knownResource {
 		}}
 }
 
-// maxNoteBytes: the note (an Event's human message) is kept for timelines,
+// maxNoteBytes: the note (an Event's human message) is kept for the coming
+// timelines,
 // cut to this many bytes; the API server accepts up to 1 KB from recorders
 // and libraries must expect 64 KB. It never becomes a label.
 const maxNoteBytes = 256
 
-// compactEvent keeps what the retries collector and the timelines read:
+// compactEvent keeps what the retries collector reads, and what the coming
+// timelines will:
 // reason, regarding, reporting controller, counts and times, a cut note.
 func compactEvent(e *eventsv1.Event) {
 	compactMeta(&e.ObjectMeta)

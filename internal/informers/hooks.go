@@ -1,6 +1,9 @@
 package informers
 
 import (
+	"hash/fnv"
+	"slices"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,4 +86,84 @@ func NewestManager(m metav1.Object) string {
 		}
 	}
 	return best
+}
+
+// WriterAmbiguous is the writer of a write that changed the managedFields
+// entries of several managers at once (ManagerEntries.Writer).
+const WriterAmbiguous = "ambiguous"
+
+// ManagerEntries is what a writer attribution keeps of one version's
+// managedFields: per entry (manager, operation, subresource), its time and a
+// hash of its field set.
+type ManagerEntries map[string]EntryState
+
+// EntryState is one managedFields entry's time (Unix s, 0 without) and
+// field-set hash.
+type EntryState struct {
+	Time   int64
+	Fields uint64
+}
+
+// Entries reads m's managedFields for Writer.
+func Entries(m metav1.Object) ManagerEntries {
+	out := make(ManagerEntries, len(m.GetManagedFields()))
+	for _, e := range m.GetManagedFields() {
+		var st EntryState
+		if e.Time != nil {
+			st.Time = e.Time.Unix()
+		}
+		if e.FieldsV1 != nil {
+			h := fnv.New64a()
+			_, _ = h.Write(e.FieldsV1.GetRawBytes())
+			st.Fields = h.Sum64()
+		}
+		out[e.Manager+"\x00"+string(e.Operation)+"\x00"+e.Subresource] = st
+	}
+	return out
+}
+
+// Writer attributes the write that produced m, given the entries of the
+// previous version: the manager whose entry's time moved (the API server
+// stamps the writer's entry), else the one whose field set changed;
+// WriterAmbiguous when several did; NewestManager when none did or prev is
+// nil. NewestManager alone mis-attributes writes in the same second as
+// another manager's: times have one-second precision, and a tie goes to the
+// first entry (the API server sorts Apply entries first), so a fight within
+// one second reads as one manager's writes.
+func Writer(prev, cur ManagerEntries, m metav1.Object) string {
+	if prev == nil {
+		return NewestManager(m)
+	}
+	var timed, changed []string
+	for k, st := range cur {
+		old, ok := prev[k]
+		manager, _, _ := strings.Cut(k, "\x00")
+		if st.Time != 0 && (!ok || st.Time != old.Time) {
+			timed = append(timed, manager)
+		}
+		if !ok || st.Fields != old.Fields {
+			changed = append(changed, manager)
+		}
+	}
+	for _, c := range [][]string{timed, changed} {
+		switch distinct(c) {
+		case 0:
+			continue
+		case 1:
+			return c[0]
+		default:
+			return WriterAmbiguous
+		}
+	}
+	return NewestManager(m)
+}
+
+func distinct(names []string) int {
+	n := 0
+	for i, a := range names {
+		if !slices.Contains(names[:i], a) {
+			n++
+		}
+	}
+	return n
 }

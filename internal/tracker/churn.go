@@ -10,10 +10,6 @@ import (
 // write the tracker sees is a live watch event; list cycles only set
 // baselines (a relist shows the state after a gap, not the writes in it).
 
-// ChurnOther is the manager label value that pairs beyond the cap, and
-// managers beyond maxManagers, fold into.
-const ChurnOther = "other"
-
 // hotBuckets splits the hot-object window into this many buckets: a count
 // over the window is exact to one bucket (5 %).
 const hotBuckets = 20
@@ -64,7 +60,7 @@ type hotCounts struct {
 }
 
 // pathOwner is the owner of one leaf path: the manager index that owns it
-// alone (-1: several or none), the one it moved from at its last move (-1:
+// alone (paths owned by several are not held), the one it moved from at its last move (-1:
 // unknown) and when.
 type pathOwner struct {
 	owner, from int32
@@ -78,6 +74,13 @@ type ownership struct {
 	paths       map[uint64]pathOwner
 }
 
+// maxObjectPaths caps the leaf paths held per object. A Deployment has a
+// few dozen to a few hundred (its pod template); a custom resource's schema
+// is its author's, and one with a large list (thousands of entries) would
+// cost 24 bytes per leaf and per object. Paths beyond the cap are not
+// tracked (the ones held are kept, so the set is stable across writes).
+const maxObjectPaths = 2048
+
 // ChurnTracker counts writes and ownership flaps. Not safe for concurrent
 // use.
 type ChurnTracker struct {
@@ -86,7 +89,8 @@ type ChurnTracker struct {
 	hot         map[objectName]map[string]*hotCounts
 	owners      map[string]*ownership // by object UID
 	managers    map[string]int32
-	names       []string
+	names       []string // by manager index; "" for a released index
+	free        []int32  // released indexes, reused first
 	flaps       map[FlapKey]uint64
 	pairs       map[[2]string]bool
 }
@@ -143,6 +147,24 @@ func (t *ChurnTracker) Write(k HotKey, at time.Time) {
 	}
 }
 
+// Busy reports whether the object's live writes in the window, all
+// managers together, exceed half of HotWrites at `at`: the objects whose
+// writer is worth attributing precisely (a fight mis-attributed by a time
+// tie splits its writes between the two managers).
+func (t *ChurnTracker) Busy(kind, namespace, name string, at time.Time) bool {
+	byManager := t.hot[objectName{kind, namespace, name}]
+	if byManager == nil {
+		return false
+	}
+	b := at.UnixNano() / t.bucketWidth
+	n := 0
+	for _, h := range byManager {
+		h.advance(b)
+		n += h.sum()
+	}
+	return n > t.cfg.HotWrites/2
+}
+
 // Hot returns the (object, manager) pairs with more than HotWrites writes
 // in the window ending at now, most writes first, and forgets those with
 // none left.
@@ -193,11 +215,18 @@ func (t *ChurnTracker) manager(name string) int32 {
 	if i, ok := t.managers[name]; ok {
 		return i
 	}
-	if len(t.names) >= maxManagers {
-		name = ChurnOther
+	if len(t.managers) >= maxManagers {
+		name = LabelOther
 		if i, ok := t.managers[name]; ok {
 			return i
 		}
+	}
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		t.managers[name] = i
+		t.names[i] = name
+		return i
 	}
 	i := int32(len(t.names))
 	t.managers[name] = i
@@ -205,15 +234,39 @@ func (t *ChurnTracker) manager(name string) int32 {
 	return i
 }
 
+// releaseManagers frees the indexes no held path refers to (as owner or as
+// the owner it moved from), so that managers of forgotten objects no longer
+// count against maxManagers.
+func (t *ChurnTracker) releaseManagers() {
+	used := make([]bool, len(t.names))
+	for _, st := range t.owners {
+		for _, p := range st.paths {
+			if p.owner >= 0 {
+				used[p.owner] = true
+			}
+			if p.from >= 0 {
+				used[p.from] = true
+			}
+		}
+	}
+	for i, name := range t.names {
+		if name != "" && !used[i] {
+			delete(t.managers, name)
+			t.names[i] = ""
+			t.free = append(t.free, int32(i))
+		}
+	}
+}
+
 // Ownership reads the managedFields of object uid (of kind) received at
-// `at`, and returns the number of flaps it counted: leaf paths whose sole
-// owner moved back to the manager it had moved away from within the flap
-// window (at most one per manager pair and write). listed: delivered by a
+// `at`, and counts its flaps: leaf paths whose sole owner moved back to the
+// manager it had moved away from within the flap window (at most one per
+// manager pair and write). listed: delivered by a
 // list cycle, or the first state the tracker sees of the object: a
 // baseline, no move is judged across it.
 // fingerprint identifies the managedFields it was read from (see
 // Unchanged).
-func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, at time.Time, listed bool) int {
+func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, at time.Time, listed bool) {
 	cur := map[uint64]int32{}
 	for _, e := range entries {
 		m := t.manager(e.Manager)
@@ -238,10 +291,16 @@ func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries [
 	for p, owner := range cur {
 		prev, ok := st.paths[p]
 		switch {
+		case owner < 0:
+			// Several owners: no move to judge, and nothing to keep (a
+			// path owned alone again later starts from a baseline).
+			delete(st.paths, p)
 		case !ok:
-			st.paths[p] = pathOwner{owner: owner, from: -1}
+			if len(st.paths) < maxObjectPaths {
+				st.paths[p] = pathOwner{owner: owner, from: -1}
+			}
 		case prev.owner == owner:
-		case listed || prev.owner < 0 || owner < 0:
+		case listed:
 			st.paths[p] = pathOwner{owner: owner, from: -1}
 		default:
 			if prev.from == owner && now-prev.at <= int64(t.cfg.FlapWindow) {
@@ -263,7 +322,6 @@ func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries [
 			delete(st.paths, p)
 		}
 	}
-	return len(counted)
 }
 
 func (t *ChurnTracker) flap(kind, a, b string) {
@@ -273,7 +331,7 @@ func (t *ChurnTracker) flap(kind, a, b string) {
 	pair := [2]string{a, b}
 	if !t.pairs[pair] {
 		if len(t.pairs) >= t.cfg.MaxPairs {
-			a, b = ChurnOther, ChurnOther
+			a, b = LabelOther, LabelOther
 		} else {
 			t.pairs[pair] = true
 		}
@@ -309,6 +367,7 @@ func (t *ChurnTracker) PruneOwnership(now time.Time) {
 			delete(t.owners, uid)
 		}
 	}
+	t.releaseManagers()
 }
 
 // ForgetOwnership drops the ownership of a deleted object.

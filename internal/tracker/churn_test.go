@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -136,8 +137,16 @@ func TestOwnershipFlaps(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tr := churnTracker()
+			total := func() (n int) {
+				for _, v := range tr.Flaps() {
+					n += int(v)
+				}
+				return n
+			}
 			for i, w := range c.writes {
-				if got := tr.Ownership("uid-1", "Deployment", uint64(i), w.entries, r0.Add(w.at), w.listed); got != w.flaps {
+				before := total()
+				tr.Ownership("uid-1", "Deployment", uint64(i), w.entries, r0.Add(w.at), w.listed)
+				if got := total() - before; got != w.flaps {
 					t.Errorf("write %d (+%v): %d flaps, want %d", i, w.at, got, w.flaps)
 				}
 			}
@@ -191,5 +200,44 @@ func TestFlapPairsCapped(t *testing.T) {
 	tr.PruneOwnership(r0.Add(20*time.Minute + 3*time.Second))
 	if objs, _ := tr.OwnershipTracked(); objs != 1 || tr.owners["2"] == nil {
 		t.Errorf("objects tracked %d after pruning, want object 2 only", objs)
+	}
+}
+
+// Memory bounds of the ownership state: paths owned by several managers are
+// not held, an object holds at most maxObjectPaths paths, and the managers
+// of forgotten objects are released from the intern table.
+func TestOwnershipMemoryBounds(t *testing.T) {
+	tr := churnTracker()
+	// Two appliers own .spec.replicas together (same value, no force), a
+	// owns 2 more paths alone: 2 paths held, not 3.
+	shared := append(owned("a", []uint64{replicas, 11, 12}), owned("b", []uint64{replicas})...)
+	tr.Ownership("s", "Deployment", 1, shared, r0, false)
+	if _, paths := tr.OwnershipTracked(); paths != 2 {
+		t.Errorf("paths held %d, want 2 (the shared one is not held)", paths)
+	}
+	// A custom resource with 5000 leaves: capped.
+	big := make([]uint64, 5000)
+	for i := range big {
+		big[i] = uint64(1000 + i)
+	}
+	tr.Ownership("cr", "Knob.example.com", 1, owned("x", big), r0, false)
+	if n := len(tr.owners["cr"].paths); n != maxObjectPaths {
+		t.Errorf("paths of a 5000-leaf object %d, want the cap %d", n, maxObjectPaths)
+	}
+	// maxManagers distinct managers on objects that are then forgotten: a
+	// new manager gets its own name, not other.
+	tr2 := churnTracker()
+	for i := range maxManagers {
+		tr2.Ownership(fmt.Sprint("o", i), "Deployment", 1, owned(fmt.Sprint("m", i), []uint64{replicas}), r0, false)
+	}
+	if got := tr2.names[tr2.manager("late")]; got != LabelOther {
+		t.Fatalf("manager beyond %d while all are held: %q, want other", maxManagers, got)
+	}
+	tr2.PruneOwnership(r0.Add(time.Hour)) // every object forgotten
+	if got := tr2.names[tr2.manager("late")]; got != "late" {
+		t.Errorf("manager after the release: %q, want late", got)
+	}
+	if len(tr2.managers) != 1 {
+		t.Errorf("managers interned %d after the release, want 1", len(tr2.managers))
 	}
 }

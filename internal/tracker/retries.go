@@ -12,10 +12,11 @@ import (
 // UID and counts the increase, so a watch event is a hint to re-read the
 // count, never an occurrence in itself.
 
-// RetryOther is the label value that controllers, reasons and kinds beyond
-// the cap fold into; values that are not valid UTF-8 or longer than
-// maxLabelBytes fold into it at once.
-const RetryOther = "other"
+// LabelOther is the label value that values beyond a cap fold into: the
+// controllers, reasons, kinds and label sets of the retries, values that are
+// not valid UTF-8 or longer than maxLabelBytes at once, the field managers
+// and manager pairs of the churn.
+const LabelOther = "other"
 
 // maxLabelBytes bounds one label value taken from an Event: reasons are
 // short CamelCase words (FailedCreate, 12 bytes); anything longer is not a
@@ -34,7 +35,27 @@ var RetryIntervalBuckets = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}
 // of a legacy (core/v1 recorder) Event may be the recorder's spam filter
 // (25 events per object and source, then one per 5 minutes; client-go
 // tools/record events_cache.go defaultSpamBurst, defaultSpamQPS = 1/300).
-const LegacyRecorderLimit = 300 * time.Second
+// Gaps are measured on the exporter's receipt of each write, which the
+// recorder's queue and the watch delay by a variable amount: 10 s below the
+// 300 s refill, so a refill received early is still the recorder's.
+const LegacyRecorderLimit = 290 * time.Second
+
+// seriesRecorderCount: an events.k8s.io series (client-go tools/events)
+// writes occurrence 2 at once, then keeps counting in memory and writes the
+// series only on its 30-minute refresh (refreshTime) or when it finishes
+// after 6 idle minutes (finishTime): an increment from this count on is the
+// recorder's timing, not the controller's back-off.
+const seriesRecorderCount = 2
+
+// RecreatedAfter: a new Event UID created this long after its series
+// started is a re-creation of an expired Event. Recorders write the first
+// occurrence of a series as a create, so its creationTimestamp is the series
+// start within the recorder's queueing and clock skew; a re-creation comes at
+// least --event-ttl (1 h by default) after the last write of the expired one.
+// client-go tools/record (recordToSink) creates the Event again when its
+// PATCH gets NotFound, with the same name, the old firstTimestamp and count
+// N+1; tools/events (recordEvent) does the same for a series.
+const RecreatedAfter = 5 * time.Second
 
 // RetryConfig configures a RetryTracker.
 type RetryConfig struct {
@@ -42,8 +63,12 @@ type RetryConfig struct {
 	// occurrence is younger than this.
 	FailingWindow time.Duration
 	// MaxReasons caps the distinct values of each of the controller,
-	// reason and kind labels; later values fold into RetryOther.
+	// reason and kind labels; later values fold into LabelOther.
 	MaxReasons int
+	// MaxLabelSets caps the (controller, reason, kind) label sets held: the
+	// per-label caps alone allow MaxReasons^3 (10^6 at 100). Beyond it a new
+	// label set folds into (other, other, other). 0: no cap.
+	MaxLabelSets int
 	// Retention is how long an object's last occurrence is kept for
 	// intervals (at least FailingWindow); default 1 h, the API server's
 	// default --event-ttl.
@@ -63,6 +88,9 @@ type Warning struct {
 	// Legacy: written by the legacy (core/v1) recorder, whose spam filter
 	// spaces occurrences 5 minutes apart after a burst.
 	Legacy bool
+	// Created is the Event's creationTimestamp and Started the start of its
+	// series (max(eventTime, deprecatedFirstTimestamp)); zero when unknown.
+	Created, Started time.Time
 	// LastSeen is the API-side time of the last occurrence
 	// (series.lastObservedTime, deprecatedLastTimestamp or eventTime), used
 	// only for Events delivered by a list cycle.
@@ -79,13 +107,6 @@ type IntervalKey struct{ Controller, Kind string }
 type RetryResult struct {
 	Key         RetryKey
 	Occurrences int
-	// Interval is the gap since the previous live occurrence on the same
-	// object, reason and controller, set (>0) when exactly one occurrence
-	// was added by a live write and a previous live one is known.
-	Interval time.Duration
-	// RecorderLimited: Interval is at least LegacyRecorderLimit on a legacy
-	// Event, and was counted apart instead of observed.
-	RecorderLimited bool
 }
 
 type retryEvent struct {
@@ -123,6 +144,10 @@ type RetryTracker struct {
 	limited   map[IntervalKey]uint64
 	// Label values admitted so far, per label.
 	controllers, reasons, kinds map[string]struct{}
+	// seen holds every label set in use with its last occurrence; a label
+	// set idle for the retention, with no Event or object left on it, is
+	// released with its values (release).
+	seen map[RetryKey]time.Time
 }
 
 // NewRetryTracker returns an empty tracker.
@@ -141,17 +166,21 @@ func NewRetryTracker(cfg RetryConfig) *RetryTracker {
 		controllers: map[string]struct{}{},
 		reasons:     map[string]struct{}{},
 		kinds:       map[string]struct{}{},
+		seen:        map[RetryKey]time.Time{},
 	}
 }
 
-// fold returns v, or RetryOther once set holds max values and v is not one
+// otherKey is the label set that label sets beyond MaxLabelSets fold into.
+var otherKey = RetryKey{Controller: LabelOther, Reason: LabelOther, Kind: LabelOther}
+
+// fold returns v, or LabelOther once set holds max values and v is not one
 // of them, or v is not a fit label value.
 func fold(set map[string]struct{}, v string, limit int) string {
 	if _, ok := set[v]; ok {
 		return v
 	}
 	if len(set) >= limit || len(v) > maxLabelBytes || !utf8.ValidString(v) {
-		return RetryOther
+		return LabelOther
 	}
 	set[v] = struct{}{}
 	return v
@@ -173,14 +202,33 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 			Reason:     fold(t.reasons, w.Reason, t.cfg.MaxReasons),
 			Kind:       fold(t.kinds, w.Kind, t.cfg.MaxReasons),
 		}
+		if _, ok := t.seen[key]; !ok && t.cfg.MaxLabelSets > 0 && t.labelSets() >= t.cfg.MaxLabelSets {
+			key = otherKey
+		}
 	}
+	t.seen[key] = maxTime(t.seen[key], at)
 	ok := objectKey{object: w.Object, key: key}
 	count := max(w.Count, 1)
 	t.events[w.UID] = retryEvent{count: count, obj: ok}
 	res := RetryResult{Key: key}
 	added := int(count - prev.count) // prev.count is 0 for a new UID
+	if !known && !listed && added > 1 && recreation(w) {
+		// An expired Event written again: one new occurrence, the rest
+		// were counted (or not watched) under the old UID.
+		added = 1
+	}
 	if added <= 0 {
 		return res // same count (another field changed) or lower: nothing new
+	}
+	if w.Object == "" {
+		// No regarding object (kind none): the occurrences count, but
+		// Events of unrelated sources are no object's retries, so no
+		// interval joins them and no object is failing.
+		if !listed {
+			res.Occurrences = added
+			t.counts[key] += uint64(added)
+		}
+		return res
 	}
 	st := t.objects[ok]
 	if listed {
@@ -195,14 +243,18 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	}
 	res.Occurrences = added
 	t.counts[key] += uint64(added)
+	// The gap since the previous live occurrence on the same object,
+	// reason and controller, when exactly one occurrence was added by a
+	// live write and a previous live one is known. A gap the recorder timed
+	// (at least LegacyRecorderLimit on a legacy Event, an events.k8s.io
+	// series written after count 2) is counted apart instead of observed.
 	if added == 1 && !st.lastLive.IsZero() {
-		res.Interval = max(at.Sub(st.lastLive), 0)
+		interval := max(at.Sub(st.lastLive), 0)
 		ik := IntervalKey{Controller: key.Controller, Kind: key.Kind}
-		if w.Legacy && res.Interval >= LegacyRecorderLimit {
-			res.RecorderLimited = true
+		if (w.Legacy && interval >= LegacyRecorderLimit) || (!w.Legacy && prev.count >= seriesRecorderCount) {
 			t.limited[ik]++
 		} else {
-			t.observeInterval(ik, res.Interval)
+			t.observeInterval(ik, interval)
 		}
 	}
 	// Several occurrences in one write were batched by the recorder: their
@@ -210,6 +262,12 @@ func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult
 	st.last, st.lastLive = at, at
 	t.objects[ok] = st
 	return res
+}
+
+// recreation says whether a new Event UID is an expired Event created again
+// with its accumulated count (RecreatedAfter).
+func recreation(w Warning) bool {
+	return !w.Created.IsZero() && !w.Started.IsZero() && w.Created.Sub(w.Started) > RecreatedAfter
 }
 
 func (t *RetryTracker) observeInterval(k IntervalKey, d time.Duration) {
@@ -245,7 +303,8 @@ func (t *RetryTracker) RecorderLimited() map[IntervalKey]uint64 { return t.limit
 
 // Failing returns the number of objects per label set whose last
 // occurrence is younger than the failing window at now, and forgets objects
-// whose last occurrence is older than the retention.
+// whose last occurrence is older than the retention, then idle label sets
+// (release).
 func (t *RetryTracker) Failing(now time.Time) map[RetryKey]int {
 	out := map[RetryKey]int{}
 	for k, st := range t.objects {
@@ -258,7 +317,92 @@ func (t *RetryTracker) Failing(now time.Time) map[RetryKey]int {
 			out[k.key]++
 		}
 	}
+	t.release(now)
 	return out
+}
+
+// release forgets the label sets whose last occurrence is older than the
+// retention and that no held Event or object uses (their Events expired):
+// their series go, and their values no longer count against the caps.
+func (t *RetryTracker) release(now time.Time) {
+	var idle []RetryKey
+	for k, last := range t.seen {
+		if now.Sub(last) > t.cfg.Retention {
+			idle = append(idle, k)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	used := make(map[RetryKey]bool, len(t.seen))
+	for _, e := range t.events {
+		used[e.obj.key] = true
+	}
+	for ok := range t.objects {
+		used[ok.key] = true
+	}
+	released := false
+	for _, k := range idle {
+		if used[k] {
+			continue
+		}
+		delete(t.seen, k)
+		delete(t.counts, k)
+		released = true
+	}
+	if !released {
+		return
+	}
+	// Rebuild the admitted values and the interval keys from the label
+	// sets left (an interval key may be shared by another reason).
+	clear(t.controllers)
+	clear(t.reasons)
+	clear(t.kinds)
+	for k := range t.seen {
+		t.controllers[k.Controller] = struct{}{}
+		t.reasons[k.Reason] = struct{}{}
+		t.kinds[k.Kind] = struct{}{}
+	}
+	for ik := range t.intervals {
+		if !t.intervalUsed(ik) {
+			delete(t.intervals, ik)
+		}
+	}
+	for ik := range t.limited {
+		if !t.intervalUsed(ik) {
+			delete(t.limited, ik)
+		}
+	}
+}
+
+func (t *RetryTracker) intervalUsed(ik IntervalKey) bool {
+	for k := range t.seen {
+		if k.Controller == ik.Controller && k.Kind == ik.Kind {
+			return true
+		}
+	}
+	return false
+}
+
+// labelSets is the number of label sets held, (other, other, other) aside.
+func (t *RetryTracker) labelSets() int {
+	if _, ok := t.seen[otherKey]; ok {
+		return len(t.seen) - 1
+	}
+	return len(t.seen)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Known says whether the label set k is held (not released).
+func (t *RetryTracker) Known(k RetryKey) bool {
+	_, ok := t.seen[k]
+	return ok
 }
 
 // Tracked returns the number of Event UIDs and objects held.

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,13 @@ func quota(uid string, count int32) Warning {
 
 func sched(uid string, count int32) Warning {
 	return Warning{UID: uid, Controller: "default-scheduler", Reason: "FailedScheduling", Kind: "Pod", Object: "pod-1", Count: count}
+}
+
+// recreated sets an Event's creationTimestamp and series start (eventTime
+// or deprecatedFirstTimestamp), both after r0.
+func recreated(w Warning, created, started time.Duration) Warning {
+	w.Created, w.Started = r0.Add(created), r0.Add(started)
+	return w
 }
 
 func TestRetryTrackerTimelines(t *testing.T) {
@@ -83,6 +91,30 @@ func TestRetryTrackerTimelines(t *testing.T) {
 		},
 		total: 4,
 	}, {
+		// client-go tools/record: the PATCH of occurrence 37 finds the
+		// Event expired (NotFound) and creates it again under the same
+		// name with count 37 and the series' old firstTimestamp.
+		name: "Event re-created after expiry with its accumulated count 37 counts one occurrence",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 36), listed: true},
+			{at: 3600 * s, del: true, w: quota("e1", 0)},
+			{at: 3700 * s, w: recreated(quota("e1b", 37), 3700*s, 0), occ: 1},
+			{at: 3701 * s, w: recreated(quota("e1b", 38), 3700*s, 0), occ: 1, interval: 1 * s},
+		},
+		total: 2,
+	}, {
+		name: "tools/events series re-created after expiry (count 37, eventTime the series start) counts one",
+		steps: []retryStep{
+			{at: 3700 * s, w: recreated(sched("s1b", 37), 3700*s, 0), occ: 1},
+		},
+		total: 1,
+	}, {
+		name: "a new Event with count 3 created with its first occurrence is counted in full",
+		steps: []retryStep{
+			{at: 10 * s, w: recreated(sched("s1", 3), 10*s, 9*s), occ: 3},
+		},
+		total: 3,
+	}, {
 		name: "Event expired and recreated (new UID) counts from 1",
 		steps: []retryStep{
 			{at: 0, w: quota("e1", 20), listed: true},
@@ -107,6 +139,25 @@ func TestRetryTrackerTimelines(t *testing.T) {
 		},
 		total: 27,
 	}, {
+		name: "legacy gap of 295 s on receipt times is the spam filter's 300 s refill seen early: counted apart",
+		steps: []retryStep{
+			{at: 0, w: quota("e1", 25), occ: 25},
+			{at: 295 * s, w: quota("e1", 26), occ: 1, interval: 295 * s, limited: true},
+			{at: 575 * s, w: quota("e1", 27), occ: 1, interval: 280 * s},
+		},
+		total: 27,
+	}, {
+		// client-go tools/events: after series.count 2 the recorder writes
+		// the series only on its 30-minute refresh or when it finishes
+		// (6 idle minutes): the gap is the recorder's, whatever the count.
+		name: "events.k8s.io series increments after count 2 are recorder writes: counted apart",
+		steps: []retryStep{
+			{at: 0, w: sched("s1", 1), occ: 1},
+			{at: 10 * s, w: sched("s1", 2), occ: 1, interval: 10 * s},
+			{at: 370 * s, w: sched("s1", 3), occ: 1, interval: 360 * s, limited: true},
+		},
+		total: 3,
+	}, {
 		name: "events.k8s.io gap of 300 s is the controller's own: observed",
 		steps: []retryStep{
 			{at: 0, w: sched("s1", 1), occ: 1},
@@ -129,13 +180,31 @@ func TestRetryTrackerTimelines(t *testing.T) {
 					tr.Delete(st.w.UID)
 					continue
 				}
+				// The interval is read from the histogram and the
+				// recorder-limited counter: their changes by this step.
+				ik := IntervalKey{Controller: st.w.Controller, Kind: st.w.Kind}
+				var count0 uint64
+				var sum0 float64
+				if h := tr.Intervals()[ik]; h != nil {
+					count0, sum0 = h.Count, h.Sum
+				}
+				limited0 := tr.RecorderLimited()[ik]
 				res := tr.Observe(st.w, r0.Add(st.at), st.listed)
 				if i == 0 {
 					key = res.Key
 				}
-				if res.Occurrences != st.occ || res.Interval != st.interval || res.RecorderLimited != st.limited {
+				var interval time.Duration
+				if h := tr.Intervals()[ik]; h != nil && h.Count > count0 {
+					interval = time.Duration((h.Sum - sum0) * float64(time.Second))
+				}
+				limited := tr.RecorderLimited()[ik] > limited0
+				wantInterval := st.interval
+				if st.limited {
+					wantInterval = 0 // counted apart, not observed
+				}
+				if res.Occurrences != st.occ || interval != wantInterval || limited != st.limited {
 					t.Errorf("retryStep %d (+%v %s count %d listed=%v): got occ %d interval %v limited %v, want %d %v %v",
-						i, st.at, st.w.UID, st.w.Count, st.listed, res.Occurrences, res.Interval, res.RecorderLimited, st.occ, st.interval, st.limited)
+						i, st.at, st.w.UID, st.w.Count, st.listed, res.Occurrences, interval, limited, st.occ, wantInterval, st.limited)
 				}
 			}
 			if got := tr.Counts()[key]; got != c.total {
@@ -212,6 +281,77 @@ func TestRetryFailingWindow(t *testing.T) {
 	}
 }
 
+// Events without regarding (kind none) are counted, but are no object: two
+// such Events from unrelated sources 2 s apart are no retry interval, and no
+// failing object.
+func TestRetryWithoutRegarding(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	bare := func(uid string) Warning {
+		return Warning{UID: uid, Controller: "", Reason: "Invalid", Kind: "none", Count: 1}
+	}
+	tr.Observe(bare("a"), r0, false)
+	res := tr.Observe(bare("b"), r0.Add(2*time.Second), false)
+	k := RetryKey{"", "Invalid", "none"}
+	if res.Occurrences != 1 || tr.Counts()[k] != 2 {
+		t.Errorf("occurrences %d, total %d, want 1 and 2", res.Occurrences, tr.Counts()[k])
+	}
+	if len(tr.Intervals()) != 0 {
+		t.Errorf("intervals %v, want none", tr.Intervals()[IntervalKey{"", "none"}])
+	}
+	if got := tr.Failing(r0.Add(3 * time.Second)); len(got) != 0 {
+		t.Errorf("failing %v, want none", got)
+	}
+	if _, objs := tr.Tracked(); objs != 0 {
+		t.Errorf("objects %d, want 0", objs)
+	}
+}
+
+// The label sets are capped (the per-label caps of 100 allow 10^6), and a
+// label set idle for the retention with no Event left is released, its
+// values with it.
+func TestRetryLabelSetCapAndRelease(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100, MaxLabelSets: 3})
+	obs := func(uid, controller, reason string, at time.Duration) RetryKey {
+		w := sched(uid, 1)
+		w.Controller, w.Reason, w.Object = controller, reason, uid
+		return tr.Observe(w, r0.Add(at), false).Key
+	}
+	for i, c := range []struct{ controller, reason string }{{"a", "R1"}, {"b", "R2"}, {"a", "R2"}} {
+		if k := obs(fmt.Sprint("e", i), c.controller, c.reason, 0); k.Controller != c.controller || k.Reason != c.reason {
+			t.Errorf("label set %d within the cap: %+v", i, k)
+		}
+	}
+	// 4th label set: values each admitted (b, R1), the set beyond the cap.
+	if k := obs("e3", "b", "R1", 0); k != otherKey {
+		t.Errorf("4th label set beyond the cap of 3: %+v, want %+v", k, otherKey)
+	}
+	if got := len(tr.Counts()); got != 4 {
+		t.Errorf("label sets counted %d, want 3 + other", got)
+	}
+	// e0 (a, R1) expires (API server TTL), the others are kept by live
+	// occurrences at 50m; at 1h1m the retention (1 h) has passed for (a, R1)
+	// only: released, and its values with it where unused.
+	tr.Delete("e0")
+	obs("e1", "b", "R2", 50*time.Minute)
+	obs("e2", "a", "R2", 50*time.Minute)
+	obs("e3", "b", "R1", 50*time.Minute)
+	tr.Failing(r0.Add(61 * time.Minute))
+	if tr.Known(RetryKey{"a", "R1", "Pod"}) || !tr.Known(RetryKey{"b", "R2", "Pod"}) || !tr.Known(otherKey) {
+		t.Errorf("after release: (a, R1) known %v, (b, R2) %v, other %v; want false, true, true",
+			tr.Known(RetryKey{"a", "R1", "Pod"}), tr.Known(RetryKey{"b", "R2", "Pod"}), tr.Known(otherKey))
+	}
+	if _, ok := tr.Counts()[RetryKey{"a", "R1", "Pod"}]; ok {
+		t.Error("released label set still counted")
+	}
+	if _, ok := tr.reasons["R1"]; ok {
+		t.Error("reason R1 still admitted after its only label set was released")
+	}
+	// The freed place takes a new label set.
+	if k := obs("e4", "c", "R3", 62*time.Minute); k != (RetryKey{"c", "R3", "Pod"}) {
+		t.Errorf("new label set after a release: %+v", k)
+	}
+}
+
 func TestRetryLabelFold(t *testing.T) {
 	tr := NewRetryTracker(RetryConfig{FailingWindow: time.Minute, MaxReasons: 2})
 	obs := func(uid, reason string) RetryKey {
@@ -225,7 +365,7 @@ func TestRetryLabelFold(t *testing.T) {
 	if k := obs("b", "B"); k.Reason != "B" {
 		t.Errorf("second reason: %q", k.Reason)
 	}
-	if k := obs("c", "C"); k.Reason != RetryOther {
+	if k := obs("c", "C"); k.Reason != LabelOther {
 		t.Errorf("third reason beyond maxReasons 2: %q, want other", k.Reason)
 	}
 	if k := obs("d", "A"); k.Reason != "A" {
@@ -236,7 +376,7 @@ func TestRetryLabelFold(t *testing.T) {
 		w := sched("h"+bad, 1)
 		w.Reason, w.Kind, w.Controller = bad, bad, bad
 		k := tr2.Observe(w, r0, false).Key
-		if k != (RetryKey{RetryOther, RetryOther, RetryOther}) {
+		if k != (RetryKey{LabelOther, LabelOther, LabelOther}) {
 			t.Errorf("hostile value %q: key %+v", bad[:10], k)
 		}
 	}
