@@ -14,7 +14,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -289,10 +291,9 @@ func groupInfos(rf slo.RuleFile) []groupInfo {
 }
 
 var (
-	sloLabel     = regexp.MustCompile(`sloth_slo="([^"]*)"`)
-	sloIDLabel   = regexp.MustCompile(`sloth_id="kube-convergence-([^"]*)"`)
-	alertLabel   = regexp.MustCompile(`alertname="([^"]*)"`)
-	anySelection = regexp.MustCompile(`sloth_slo|sloth_id|alertname`)
+	sloLabel   = regexp.MustCompile(`sloth_slo="([^"]*)"`)
+	sloIDLabel = regexp.MustCompile(`sloth_id="kube-convergence-([^"]*)"`)
+	alertLabel = regexp.MustCompile(`alertname="([^"]*)"`)
 )
 
 // owner returns the rule group that produces a sample with these labels,
@@ -317,19 +318,27 @@ func owner(groups []groupInfo, labels, expr string) int {
 	return -1
 }
 
+var (
+	exactSelection = regexp.MustCompile(`(sloth_slo|alertname)="([^"]*)"|sloth_id="kube-convergence-([^"]*)"|sloth_slo=~"([^"]*)"`)
+)
+
 // mentions reports whether a query that expects nothing could select an
-// output of group g: it names g's SLO or one of its alerts, or no SLO or
-// alert at all.
+// output of group g: unless it names by exact value (or an alternation)
+// only other SLOs or alerts. Such entries are kept for every group either
+// way (group g alone must still produce nothing); this only decides
+// whether the test group is worth running for g.
 func mentions(g groupInfo, expr string) bool {
-	if !anySelection.MatchString(expr) {
+	ms := exactSelection.FindAllStringSubmatch(expr, -1)
+	if len(ms) == 0 {
 		return true
 	}
-	if g.slo != "" && strings.Contains(expr, g.slo) {
-		return true
-	}
-	for a := range g.alerts {
-		if strings.Contains(expr, a) {
-			return true
+	for _, m := range ms {
+		names := []string{m[2], m[3]}
+		names = append(names, strings.Split(m[4], "|")...)
+		for _, n := range names {
+			if n != "" && (n == g.slo || g.alerts[n]) {
+				return true
+			}
 		}
 	}
 	return false
@@ -348,14 +357,14 @@ func prune(tc map[string]any, gi int, groups []groupInfo) (out map[string]any, r
 		}
 	}
 	var exprs []any
+	mentioned := false
 	for _, e := range asList(tc["promql_expr_test"]) {
 		em := maps.Clone(asMap(e))
 		expr, _ := em["expr"].(string)
 		samples := asList(em["exp_samples"])
 		if len(samples) == 0 {
-			if mentions(groups[gi], expr) {
-				exprs = append(exprs, em)
-			}
+			exprs = append(exprs, em)
+			mentioned = mentioned || mentions(groups[gi], expr)
 			continue
 		}
 		var kept []any
@@ -371,6 +380,7 @@ func prune(tc map[string]any, gi int, groups []groupInfo) (out map[string]any, r
 		// Samples of other groups only: gi must add none.
 		em["exp_samples"] = kept
 		exprs = append(exprs, em)
+		mentioned = mentioned || len(kept) > 0 || mentions(groups[gi], expr)
 	}
 	delete(out, "alert_rule_test")
 	delete(out, "promql_expr_test")
@@ -380,7 +390,7 @@ func prune(tc map[string]any, gi int, groups []groupInfo) (out map[string]any, r
 	if len(exprs) > 0 {
 		out["promql_expr_test"] = exprs
 	}
-	return out, len(alerts)+len(exprs) > 0, true
+	return out, len(alerts) > 0 || mentioned, true
 }
 
 func asList(v any) []any {
@@ -491,19 +501,83 @@ func TestEveryMutantOfTheSLORulesFailsATest(t *testing.T) {
 		}
 		ms = slices.DeleteFunc(ms, func(m mutant) bool { return !re.MatchString(m.name) })
 	}
-	survivors, runs := runMutants(t, pt, rf, files, ms)
+	known := readCatches(t)
+	survivors, caught, runs := runMutants(t, pt, rf, files, ms, known)
 	for _, s := range survivors {
 		t.Errorf("mutant passes every promtool test: %s", s)
 	}
 	t.Logf("%d mutants, %d caught, %d promtool runs", len(ms), len(ms)-len(survivors), runs)
+	// A selected run (KCE_MUTATION=<regexp>) updates its mutants' rows;
+	// a whole run rewrites the table, so that mutants that no longer exist
+	// leave it.
+	if os.Getenv(mutationEnv) != "1" {
+		maps.Copy(known, caught)
+		caught = known
+	}
+	writeCatches(t, caught)
+}
+
+// catchesPath records, for every mutant, the test group that caught it in
+// the last whole run (make rules-mutation writes it): a rerun tries that
+// group first, and go test ./rules/ checks a sample against it.
+const catchesPath = "testdata/mutants.tsv"
+
+// catch is where a mutant was caught: a test file and group.
+type catch struct{ file, group string }
+
+func readCatches(t *testing.T) map[string]catch {
+	t.Helper()
+	out := map[string]catch{}
+	b, err := os.ReadFile(catchesPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			t.Fatalf("%s:%d: want mutant, test file and test group separated by tabs", catchesPath, n+1)
+		}
+		out[f[0]] = catch{f[1], f[2]}
+	}
+	return out
+}
+
+func writeCatches(t *testing.T, c map[string]catch) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# Written by make rules-mutation (rules/mutation_test.go): each mutant of the\n# generated SLO rules, and the promtool test file and group that caught it.\n")
+	for _, m := range slices.Sorted(maps.Keys(c)) {
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", m, c[m].file, c[m].group)
+	}
+	if err := os.WriteFile(catchesPath, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// suffix is a mutant's name without its rule group: the three 30-day SLOs
+// are generated alike and share their tests, so the test group that caught
+// "rollout-available: page pair 1 factor 14.4 -> 12.24" is the first to
+// try on the same mutant of observed-generation-lag.
+func suffix(name string) string {
+	_, s, _ := strings.Cut(name, ": ")
+	return s
 }
 
 // runMutants runs each mutant against the test groups that can catch it
-// and returns the names of those no test group fails. A pruned test group
-// that catches a mutant must pass against its unmutated rule group
-// (checked once per pair): a pruning that failed it would catch mutants it
-// should not.
-func runMutants(t *testing.T, pt string, rf slo.RuleFile, files []string, ms []mutant) (survivors []string, runs int) {
+// and returns the names of those no test group fails, and where each of
+// the others was caught. Each mutant tries first the group recorded in
+// known, then the groups that caught the same change in another rule
+// group, then those that caught most in its own, then the rest, cheapest
+// first. A pruned test group that catches a mutant must pass against its
+// unmutated rule group (checked once per pair): a pruning that failed it
+// would catch mutants it should not.
+func runMutants(t *testing.T, pt string, rf slo.RuleFile, files []string, ms []mutant, known map[string]catch) (survivors []string, caught map[string]catch, runs int) {
 	t.Helper()
 	groups := groupInfos(rf)
 	byGroup := map[int][]testGroup{}
@@ -520,29 +594,50 @@ func runMutants(t *testing.T, pt string, rf slo.RuleFile, files []string, ms []m
 		unmutated[m.group] = b
 	}
 	var (
-		vmu      sync.Mutex
+		mu       sync.Mutex
+		errs     []string
+		wg       sync.WaitGroup
 		verified = map[string]bool{}
+		bySuffix = map[string]catch{}
+		hits     = map[int]map[catch]int{}
 	)
+	caught = map[string]catch{}
+	for name, c := range known {
+		bySuffix[suffix(name)] = c
+	}
 	verify := func(gi int, g testGroup) {
 		key := fmt.Sprint(gi, g.file, g.name)
-		vmu.Lock()
-		defer vmu.Unlock()
-		if !g.alone || verified[key] {
+		mu.Lock()
+		done := verified[key]
+		verified[key] = true
+		mu.Unlock()
+		if !g.alone || done {
 			return
 		}
 		if ok, err := g.run(t.Context(), pt, t.TempDir(), nil, unmutated[gi]); err != nil || !ok {
 			t.Errorf("%s: %q pruned to %s fails against the unmutated group (%v): the pruning is wrong", g.file, g.name, rf.Groups[gi].Name, err)
 		}
-		verified[key] = true
+	}
+	order := func(m mutant) []testGroup {
+		mu.Lock()
+		defer mu.Unlock()
+		rank := func(g testGroup) int {
+			c := catch{g.file, g.name}
+			switch {
+			case known[m.name] == c:
+				return -3 << 20
+			case bySuffix[suffix(m.name)] == c:
+				return -2 << 20
+			}
+			return -hits[m.group][c]
+		}
+		out := slices.Clone(byGroup[m.group])
+		slices.SortStableFunc(out, func(a, b testGroup) int { return rank(a) - rank(b) })
+		return out
 	}
 	// Two at a time: promtool is single-threaded and the machine is
 	// shared.
 	sem := make(chan struct{}, 2)
-	var (
-		mu   sync.Mutex
-		errs []string
-		wg   sync.WaitGroup
-	)
 	for _, m := range ms {
 		wg.Add(1)
 		go func() {
@@ -550,15 +645,18 @@ func runMutants(t *testing.T, pt string, rf slo.RuleFile, files []string, ms []m
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			dir := t.TempDir()
-			survived, n := true, 0
-			var err error
-			for _, g := range byGroup[m.group] {
+			n := 0
+			var (
+				err error
+				by  *testGroup
+			)
+			for _, g := range order(m) {
 				n++
 				var ok bool
 				if ok, err = g.run(t.Context(), pt, dir, m.rules, m.alone); err != nil || !ok {
-					survived = false
 					if err == nil {
 						verify(m.group, g)
+						by = &g
 						t.Logf("caught: %s, by %s: %q", m.name, g.file, g.name)
 					}
 					break
@@ -570,8 +668,16 @@ func runMutants(t *testing.T, pt string, rf slo.RuleFile, files []string, ms []m
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Sprintf("%s: %v", m.name, err))
-			case survived:
+			case by == nil:
 				survivors = append(survivors, m.name)
+			default:
+				c := catch{by.file, by.name}
+				caught[m.name] = c
+				bySuffix[suffix(m.name)] = c
+				if hits[m.group] == nil {
+					hits[m.group] = map[catch]int{}
+				}
+				hits[m.group][c]++
 			}
 		}()
 	}
@@ -580,18 +686,20 @@ func runMutants(t *testing.T, pt string, rf slo.RuleFile, files []string, ms []m
 		t.Error(e)
 	}
 	slices.Sort(survivors)
-	return survivors, runs
+	return survivors, caught, runs
 }
 
 // mutantKind is the kind of number a mutant changes: factor, long window,
 // short window, minEvents window, for, range, or a record's window.
 var mutantKind = regexp.MustCompile(`(factor|long window|short window|minEvents window|for|record \S+ window|range)`)
 
-// TestSampledMutantsFailATest runs, in every go test ./rules/ (so in make
-// test), the first mutant of each kind in each rule group: a test change
-// that leaves a kind of number unpinned fails here, without waiting for a
-// whole make rules-mutation run.
-func TestSampledMutantsFailATest(t *testing.T) {
+// TestRecordedMutantsFailATest runs in every go test ./rules/ (so in make
+// test): every mutant of the generated rules must have a recorded catch
+// (rules changed since the last make rules-mutation: run it), and the
+// first mutant of each kind in each rule group must still fail the test
+// group recorded as catching it (a test change that leaves a kind of
+// number unpinned fails here, in one promtool run per sampled mutant).
+func TestRecordedMutantsFailATest(t *testing.T) {
 	if os.Getenv(mutationEnv) != "" {
 		t.Skip("the whole mutation run is on")
 	}
@@ -604,21 +712,51 @@ func TestSampledMutantsFailATest(t *testing.T) {
 	if err := yaml.Unmarshal(src, &rf); err != nil {
 		t.Fatal(err)
 	}
+	known := readCatches(t)
 	seen := map[string]bool{}
-	var ms []mutant
+	var sample []mutant
 	for _, m := range mutants(t, src) {
+		if _, ok := known[m.name]; !ok {
+			t.Errorf("no recorded catch for mutant %q: the rules or their tests changed since the last whole run (make rules-mutation writes %s)", m.name, catchesPath)
+			continue
+		}
 		kind, _, _ := strings.Cut(mutantKind.FindString(m.name), " ")
-		key := fmt.Sprint(m.group, kind)
-		if !seen[key] {
+		if key := fmt.Sprint(m.group, kind); !seen[key] {
 			seen[key] = true
-			ms = append(ms, m)
+			sample = append(sample, m)
 		}
 	}
-	survivors, runs := runMutants(t, pt, rf, sloTestFiles(t), ms)
-	for _, s := range survivors {
-		t.Errorf("mutant passes every promtool test: %s", s)
+	if t.Failed() {
+		return
 	}
-	t.Logf("%d sampled mutants, %d caught, %d promtool runs", len(ms), len(ms)-len(survivors), runs)
+	groups := groupInfos(rf)
+	files := sloTestFiles(t)
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for _, m := range sample {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c := known[m.name]
+			i := slices.IndexFunc(testGroupsFor(t, files, m.group, groups), func(g testGroup) bool { return g.file == c.file && g.name == c.group })
+			if i < 0 {
+				t.Errorf("mutant %q: its recorded test group %s %q is gone or no longer reads its rule group: run make rules-mutation", m.name, c.file, c.group)
+				return
+			}
+			g := testGroupsFor(t, files, m.group, groups)[i]
+			ok, err := g.run(t.Context(), pt, t.TempDir(), m.rules, m.alone)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case ok:
+				t.Errorf("mutant %q passes %s %q, which caught it in the last whole run: a test no longer pins it (make rules-mutation finds whether another does)", m.name, c.file, c.group)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d sampled mutants checked against their recorded test group", len(sample))
 }
 
 // The mutation patterns find what they should in the generated rules
