@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
 )
@@ -311,25 +310,6 @@ func TestStatefulSetAndDaemonSetRollouts(t *testing.T) {
 	t.Logf("DaemonSet create: available measured %.3fs, test saw %.3fs", got, truth)
 	if !within(got, truth, measureTolerance) {
 		t.Errorf("DaemonSet available = %.3fs, test saw %.3fs", got, truth)
-	}
-}
-
-// setImage changes a Deployment's pod template, retrying on conflicts with
-// the controller's status writes.
-func setImage(t *testing.T, ns, name, image string) {
-	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Template.Spec.Containers[0].Image = image
-		_, err = client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -140,7 +140,7 @@ func testPodsGap(t *testing.T, compact bool) {
 	}
 
 	// Live again: a fourth pod is timed, and counted once.
-	scaleTo(ctx, t, direct, ns, "gap", replicas+1)
+	scale(t, direct, ns, "gap", replicas+1)
 	podSeconds(t, e, "kube_convergence_pod_startup_seconds", 2, map[string]string{"namespace": ns, "stage": "ready"})
 	if v, _ := value(e.scrape(), "kube_convergence_pods_recovered_total", map[string]string{"namespace": ns}); v-before.recovered != replicas+1 {
 		t.Errorf("pods_recovered_total +%v after a live pod, want still +%d", v-before.recovered, replicas+1)
@@ -323,18 +323,6 @@ func readyAndPublished(ctx context.Context, t *testing.T, c kubernetes.Interface
 		}
 	}
 	return ready, published
-}
-
-func scaleTo(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string, replicas int32) {
-	t.Helper()
-	sc, err := c.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Spec.Replicas = replicas
-	if _, err := c.AppsV1().Deployments(ns).UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // gateTimeline is the test's own watch of one pod, with its own receive

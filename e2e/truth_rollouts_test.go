@@ -7,12 +7,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -39,7 +37,7 @@ func TestStuckTemplateRolloutSurvivesScaleWrites(t *testing.T) {
 	}
 	w := watchKind(t, ns, "Deployment")
 	w.until(60*time.Second, "the create available", deploymentAvailable(1))
-	updateDeployment(t, ns, "web", func(d *appsv1.Deployment) {
+	updateDeployment(t, client, ns, "web", func(d *appsv1.Deployment) {
 		d.Spec.Template.Annotations = demo.NeverReady
 		d.Spec.Template.Spec.Containers[0].Image = "registry.example/web:broken"
 	})
@@ -51,7 +49,7 @@ func TestStuckTemplateRolloutSurvivesScaleWrites(t *testing.T) {
 	for i, replicas := range []int32{3, 2, 3, 2, 3, 2} {
 		at := written.Add(time.Duration(i+1) * 15 * time.Second)
 		time.Sleep(time.Until(at))
-		scale(t, ns, "web", replicas)
+		scale(t, client, ns, "web", replicas)
 		if i == 1 { // 30 s in: past the 15 s stall threshold
 			mfs := e.scrape()
 			v, ok := value(mfs, "kube_convergence_rollout_stalled_seconds", stalled)
@@ -177,6 +175,7 @@ func TestPartitionedStatefulSetConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pods.Stop)
+	podw := &watcher{t: t, w: pods, ch: pods.ResultChan()}
 	const create, ready = 500 * time.Millisecond, 2 * time.Second // the injected truth d = 2.5 s
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s, err := client.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
@@ -196,8 +195,9 @@ func TestPartitionedStatefulSetConverges(t *testing.T) {
 	start := ws.until(10*time.Second, "generation 2", generationIs(2))
 	// The old pod 2 is deleted (kwok: within its 1 s grace period) and
 	// recreated on the new revision, which then takes the injected d.
-	recreated := waitPod(t, pods, "the updated pod db-2", func(p *corev1.Pod) bool {
-		return p.Name == "db-2" && p.Spec.Containers[0].Image == "registry.example/db:v2"
+	recreated := podw.until(60*time.Second, "the updated pod db-2", func(o runtime.Object) bool {
+		p, ok := o.(*corev1.Pod)
+		return ok && p.Name == "db-2" && p.Spec.Containers[0].Image == "registry.example/db:v2"
 	}).Sub(start).Seconds()
 	truth := ws.until(60*time.Second, "partitioned update done", func(o runtime.Object) bool {
 		s := o.(*appsv1.StatefulSet)
@@ -238,19 +238,19 @@ func TestPauseSetImageResumeIsOneTemplateRollout(t *testing.T) {
 	}
 	w := watchKind(t, ns, "Deployment")
 	w.until(60*time.Second, "the create available", deploymentAvailable(1))
-	updateDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Paused = true })
+	updateDeployment(t, client, ns, "web", func(d *appsv1.Deployment) { d.Spec.Paused = true })
 	w.until(10*time.Second, "paused observed", func(o runtime.Object) bool {
 		d := o.(*appsv1.Deployment)
 		return d.Generation == 2 && d.Status.ObservedGeneration == 2
 	})
 	const create, ready = 1 * time.Second, 2 * time.Second
-	updateDeployment(t, ns, "web", func(d *appsv1.Deployment) {
+	updateDeployment(t, client, ns, "web", func(d *appsv1.Deployment) {
 		d.Spec.Template.Annotations = demo.Delays(create, ready)
 		d.Spec.Template.Spec.Containers[0].Image = "registry.example/web:v2"
 	})
 	w.until(10*time.Second, "set image while paused", generationIs(3))
 	time.Sleep(2 * time.Second) // paused: nothing rolls
-	updateDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Paused = false })
+	updateDeployment(t, client, ns, "web", func(d *appsv1.Deployment) { d.Spec.Paused = false })
 	start := w.until(10*time.Second, "the resume", generationIs(4))
 	truth := w.until(60*time.Second, "the resumed rollout available", deploymentAvailable(4)).Sub(start).Seconds()
 	labels := map[string]string{"kind": "Deployment", "namespace": ns, "change": "template", "stage": "available"}
@@ -269,61 +269,5 @@ func TestPauseSetImageResumeIsOneTemplateRollout(t *testing.T) {
 	}
 	if v, _ := value(mfs, "kube_convergence_rollouts_total", map[string]string{"namespace": ns, "change": "template", "outcome": "paused"}); v != 1 {
 		t.Errorf("the set-image-while-paused episode closed paused %v times, want 1", v)
-	}
-}
-
-// scale writes spec.replicas through the /scale subresource, as kubectl
-// scale and the HPA do.
-func scale(t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s, err := client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		s.Spec = autoscalingv1.ScaleSpec{Replicas: replicas}
-		_, err = client.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func updateDeployment(t *testing.T, ns, name string, mutate func(*appsv1.Deployment)) {
-	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(d)
-		_, err = client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitPod returns the receive time of the first pod event satisfying cond.
-func waitPod(t *testing.T, w watch.Interface, what string, cond func(*corev1.Pod) bool) time.Time {
-	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			now := time.Now()
-			if !ok {
-				t.Fatalf("pod watch closed waiting for %s", what)
-			}
-			if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted && cond(p) {
-				return now
-			}
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

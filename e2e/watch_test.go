@@ -34,7 +34,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/ptr"
 
@@ -871,27 +870,6 @@ func TestWatchTimeoutCounted(t *testing.T) {
 			}
 		}
 	}
-}
-
-// setTemplate gives a Deployment a new image and pod annotations and
-// returns the written object.
-func setTemplate(t *testing.T, c kubernetes.Interface, ns, name, image string, annotations map[string]string) *appsv1.Deployment {
-	t.Helper()
-	var out *appsv1.Deployment
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := c.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Template.Spec.Containers[0].Image = image
-		d.Spec.Template.Annotations = annotations
-		out, err = c.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // specWriteTime is the API-side time of the last spec write, as the

@@ -126,14 +126,6 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
-// received is the receive time the list/watch layer stamped on obj (the
-// collector's clock when unstamped) and whether obj is not live: from the
-// informer's initial replay or a list cycle.
-func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
-	at, listed := informers.ReceivedOr(obj, c.now)
-	return at, initial || listed
-}
-
 // deleted unwraps a delete notification: the object, its receive time, and
 // whether the deletion was seen live (a tombstone was learned from a list
 // cycle, at an unknown time in a gap).
@@ -141,7 +133,7 @@ func (c *Collector) deleted(obj any) (any, time.Time, bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		return d.Obj, c.now(), false
 	}
-	at, listed := c.received(obj, false)
+	at, listed := informers.ReceivedOr(obj, c.now)
 	return obj, at, !listed
 }
 
@@ -150,7 +142,7 @@ func (c *Collector) onPod(obj any, initial bool) {
 	if !ok {
 		return
 	}
-	at, notLive := c.received(p, initial)
+	at, notLive := informers.NotLive(p, initial, c.now)
 	c.observePod(p, at, notLive)
 }
 
@@ -180,7 +172,7 @@ func (c *Collector) onSlice(obj any, initial bool) {
 		return
 	}
 	rec := records.Slice(s)
-	at, notLive := c.received(s, initial)
+	at, notLive := informers.NotLive(s, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.ObserveSlice(rec, at, notLive))
@@ -208,7 +200,7 @@ func (c *Collector) onService(oldObj, curObj any) {
 	live := true
 	if curObj != nil {
 		var notLive bool
-		at, notLive = c.received(curObj, false)
+		at, notLive = informers.ReceivedOr(curObj, c.now)
 		live = !notLive
 	} else {
 		oldObj, at, live = c.deleted(oldObj)

@@ -124,20 +124,12 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
-// received is the receive time the list/watch layer stamped on obj (the
-// collector's clock when unstamped) and whether obj is not live: from the
-// informer's initial replay or a list cycle.
-func (c *Collector) received(obj any, initial bool) (time.Time, bool) {
-	at, listed := informers.ReceivedOr(obj, c.now)
-	return at, initial || listed
-}
-
 func (c *Collector) onPod(obj any, initial bool) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	at, notLive := c.received(p, initial)
+	at, notLive := informers.NotLive(p, initial, c.now)
 	c.observePod(p, at, notLive)
 }
 
@@ -161,7 +153,7 @@ func (c *Collector) onPodDelete(obj any) {
 	if !ok {
 		return
 	}
-	at, listed := c.received(p, false)
+	at, listed := informers.ReceivedOr(p, c.now)
 	if tombstone {
 		at = c.now()
 	}

@@ -494,7 +494,7 @@ func (c *Collector) onObject(r *resource, run int, obj any, initial bool) {
 	if !ok {
 		return
 	}
-	now, listed := informers.ReceivedOr(obj, c.now)
+	now, notLive := informers.NotLive(obj, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !r.current(run) {
@@ -508,7 +508,7 @@ func (c *Collector) onObject(r *resource, run int, obj any, initial bool) {
 		c.logger.Warn("cannot read observedGeneration: judged without the observed stage", "resource", name, "namespace", o.Namespace, "name", o.Name, "err", o.DecodeError)
 	}
 	w := records.Custom(o, r.kind, r.conv)
-	c.ep.Observe(c.tr.Observe(w, now, initial || listed), c.logger)
+	c.ep.Observe(c.tr.Observe(w, now, notLive), c.logger)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
 		line := cd.Type + "=" + cd.Status + " " + cd.Reason + ": " + cd.Message

@@ -151,10 +151,10 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 	if !ok {
 		return
 	}
-	now, listed := informers.ReceivedOr(obj, c.now)
+	now, notLive := informers.NotLive(obj, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Observe(w, now, initial || listed))
+	c.observe(c.tr.Observe(w, now, notLive))
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {

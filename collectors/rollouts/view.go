@@ -102,9 +102,7 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 		for _, s := range informers.ByIndex[*discoveryv1.EndpointSlice](v.slices, informers.IndexService, namespace+"/"+svc.Name) {
 			// One definition of a ready endpoint, shared with the
 			// endpoints collector: terminating endpoints are not.
-			for _, uid := range records.Slice(s).Ready {
-				ready[uid] = true
-			}
+			records.EachReadyPod(s, func(uid string) { ready[uid] = true })
 		}
 		out = append(out, tracker.ServiceSlices{PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses, Ready: ready})
 	}

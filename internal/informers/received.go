@@ -77,3 +77,12 @@ func ReceivedOr(obj any, now func() time.Time) (time.Time, bool) {
 	}
 	return at, listed
 }
+
+// NotLive returns ReceivedOr(obj, now) and whether obj is not live: delivered
+// by the informer's initial replay (initial, from an add handler) or by a
+// list cycle. Nothing that happened before a not-live object arrived can be
+// timed from its receipt.
+func NotLive(obj any, initial bool, now func() time.Time) (time.Time, bool) {
+	at, listed := ReceivedOr(obj, now)
+	return at, initial || listed
+}

@@ -266,16 +266,23 @@ func ReadyEndpoint(e *discoveryv1.Endpoint) bool {
 // slice update reflects.
 const AnnotationTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
 
+// EachReadyPod calls fn with the UID of every pod the slice lists as a
+// ready endpoint (ReadyEndpoint: terminating endpoints are not), without
+// building a Slice: the rollout view reads this on every evaluation.
+func EachReadyPod(s *discoveryv1.EndpointSlice, fn func(uid string)) {
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" && ReadyEndpoint(e) {
+			fn(string(e.TargetRef.UID))
+		}
+	}
+}
+
 // Slice returns the record of an EndpointSlice: the pods that are ready
 // endpoints in it, and its trigger time.
 func Slice(s *discoveryv1.EndpointSlice) tracker.Slice {
 	r := tracker.Slice{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name, Service: s.Labels[discoveryv1.LabelServiceName]}
-	for i := range s.Endpoints {
-		e := &s.Endpoints[i]
-		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" && ReadyEndpoint(e) {
-			r.Ready = append(r.Ready, string(e.TargetRef.UID))
-		}
-	}
+	EachReadyPod(s, func(uid string) { r.Ready = append(r.Ready, uid) })
 	if v := s.Annotations[AnnotationTriggerTime]; v != "" {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			r.TriggerTime = t
