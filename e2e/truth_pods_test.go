@@ -303,7 +303,8 @@ func readyAndPublished(ctx context.Context, t *testing.T, c kubernetes.Interface
 		t.Fatal(err)
 	}
 	uids := map[types.UID]bool{}
-	for _, p := range pods.Items {
+	for i := range pods.Items {
+		p := &pods.Items[i]
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
 				ready++

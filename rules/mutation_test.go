@@ -236,7 +236,7 @@ func passes(ctx context.Context, pt, dir string, rules []byte, tests map[string]
 	if ctx.Err() != nil {
 		return false, fmt.Errorf("promtool: %w: %s", ctx.Err(), out.String())
 	}
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+	if exitErr := (*exec.ExitError)(nil); err != nil && !errors.As(err, &exitErr) {
 		return false, fmt.Errorf("promtool: %w", err)
 	}
 	return err == nil, nil

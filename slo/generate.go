@@ -2,13 +2,13 @@ package slo
 
 import (
 	"fmt"
-
-	"github.com/prometheus/prometheus/promql/parser"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // RuleFile is a Prometheus rule file.

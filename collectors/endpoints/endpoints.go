@@ -196,12 +196,14 @@ func (c *Collector) onSliceDelete(obj any) {
 // once. A Service created or changed during a gap (listed) starts no
 // propagation: when it began selecting is unknown.
 func (c *Collector) onService(oldObj, curObj any) {
-	var at time.Time
-	live := true
+	var (
+		at   time.Time
+		live bool
+	)
 	if curObj != nil {
-		var notLive bool
-		at, notLive = informers.ReceivedOr(curObj, c.now)
-		live = !notLive
+		var listed bool
+		at, listed = informers.ReceivedOr(curObj, c.now)
+		live = !listed
 	} else {
 		oldObj, at, live = c.deleted(oldObj)
 	}

@@ -35,7 +35,7 @@ func TestHandlerLagAndLiveness(t *testing.T) {
 	var block sync.Mutex
 	h := f.Handler("pods", cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, _ any) { clk.Step(30 * time.Millisecond) }, // the handler's own work
-		AddFunc:    func(any) { block.Lock(); block.Unlock() },         //nolint:staticcheck // SA2001: waits for the test
+		AddFunc:    func(any) { block.Lock(); block.Unlock() },         //nolint:staticcheck,gocritic // SA2001, badLock: waits until the test unlocks
 	})
 
 	// A live event received 20 ms before its handler started: lag 50 ms.
