@@ -111,7 +111,7 @@ func launchExporterEnv(env []string, args ...string) (*exporterProc, error) {
 		e.cmd.Env = append(os.Environ(), env...)
 	}
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := e.cmd.Start(); err != nil {
+	if err := sandbox.StartCmd(e.cmd); err != nil {
 		return nil, err
 	}
 	go func() { e.done <- e.cmd.Wait() }()

@@ -141,6 +141,23 @@ func (sp *spawner) start(cmd *exec.Cmd) error {
 
 func (sp *spawner) close() { sp.once.Do(func() { close(sp.quit) }) }
 
+var (
+	lifetimeOnce    sync.Once
+	lifetimeSpawner *spawner
+)
+
+// StartCmd starts cmd (which may set Pdeathsig) from a thread that lives as
+// long as this process. A child with Pdeathsig that is started from an
+// arbitrary goroutine is killed as soon as the thread that forked it exits,
+// and that thread exits when a spawner of a sandbox, Prometheus or
+// Alertmanager that happened to lock it is closed (golang/go#27505): the
+// e2e tests' exporters died that way mid-run while other tests stopped
+// their Prometheus servers.
+func StartCmd(cmd *exec.Cmd) error {
+	lifetimeOnce.Do(func() { lifetimeSpawner = newSpawner() })
+	return lifetimeSpawner.start(cmd)
+}
+
 // process is one running child and its log file.
 type process struct {
 	name    string
