@@ -21,6 +21,14 @@ type EpisodeSource interface {
 	Episodes(now time.Time) (open []tracker.Episode, stalled []tracker.Stall)
 }
 
+// EpisodeSink receives every rollout and custom-resource episode event
+// after the metrics were updated: the timeline store and the tracer. It is
+// called with the feeding collector's lock held, so it must take only its
+// own locks and never call back into a collector.
+type EpisodeSink interface {
+	ObserveEpisodes(evs []tracker.Event)
+}
+
 // Episodes is the one set of rollout episode metric families
 // (kube_convergence_rollout_*, kube_convergence_rollouts_*) that every
 // collector timing spec write -> convergence episodes feeds: rollouts for
@@ -42,6 +50,7 @@ type Episodes struct {
 
 	mu         sync.Mutex
 	sources    []EpisodeSource
+	sinks      []EpisodeSink
 	registered map[prometheus.Registerer]bool
 	inProgress *ZeroKept[[2]string]
 	stalled    *SeriesCap
@@ -94,6 +103,13 @@ func (e *Episodes) Feed(s EpisodeSource) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sources = append(e.sources, s)
+}
+
+// AddSink adds a receiver of every episode event.
+func (e *Episodes) AddSink(s EpisodeSink) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sinks = append(e.sinks, s)
 }
 
 // Register registers the families on reg once: every feeder calls it from
@@ -156,6 +172,15 @@ func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 			e.Recovered.WithLabelValues(string(ep.Kind)).Inc()
 			logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.Start)
 		}
+	}
+	if len(evs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	sinks := e.sinks
+	e.mu.Unlock()
+	for _, s := range sinks {
+		s.ObserveEpisodes(evs)
 	}
 }
 

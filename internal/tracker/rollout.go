@@ -35,6 +35,11 @@ const (
 	// their series at zero here, so that rate() sees the first observation
 	// or crossing as an increase from 0 instead of a series appearing at 1.
 	EpisodeOpened
+	// EpisodeStalled: the open episode first passed its stall threshold (or
+	// its controller reported Stalled=True), once per episode. Stage is the
+	// next stage not reached, Reason why (as Stall.Reason). Sinks that
+	// export an episode when it ends (traces) export a stalled one here.
+	EpisodeStalled
 )
 
 // Episode identifies one rollout of one object: opened by the write that
@@ -71,6 +76,25 @@ type Event struct {
 	Duration  time.Duration // StageReached
 	Threshold int           // ThresholdCrossed: index into RolloutConfig.Thresholds
 	Outcome   Outcome       // EpisodeClosed
+	Reason    string        // EpisodeStalled
+	// At is when it happened on the exporter's clock: the time the stage
+	// was reached (Episode.Start + Duration) for StageReached, else the
+	// time of the call that emitted it.
+	At time.Time
+}
+
+// stamp sets At on the events emitted by a call at now.
+func stamp(evs []Event, now time.Time) []Event {
+	for i := range evs {
+		switch {
+		case !evs[i].At.IsZero():
+		case evs[i].Type == StageReached:
+			evs[i].At = evs[i].Episode.Start.Add(evs[i].Duration)
+		default:
+			evs[i].At = now
+		}
+	}
+	return evs
 }
 
 // Stall describes an object whose oldest write not yet converged is older
@@ -122,6 +146,8 @@ type episode struct {
 	crossedAt []time.Time
 	// stallSince is the start of the oldest write not yet converged.
 	stallSince time.Time
+	// stalled: EpisodeStalled was emitted.
+	stalled bool
 }
 
 // NewRolloutTracker returns a tracker.
@@ -208,7 +234,7 @@ func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event
 		t.inFlight[w.UID] = o
 		evs = t.advance(evs, o, now)
 	}
-	return evs
+	return stamp(evs, now)
 }
 
 // Delete closes the open episode of uid, if any, and forgets the object.
@@ -222,7 +248,7 @@ func (t *RolloutTracker) Delete(uid string, now time.Time) []Event {
 	if o.ep == nil {
 		return nil
 	}
-	return t.close(nil, o, OutcomeDeleted, now)
+	return stamp(t.close(nil, o, OutcomeDeleted, now), now)
 }
 
 // Tick reports the thresholds that open episodes crossed by now. Call it
@@ -231,23 +257,23 @@ func (t *RolloutTracker) Delete(uid string, now time.Time) []Event {
 func (t *RolloutTracker) Tick(now time.Time) []Event {
 	var evs []Event
 	for _, uid := range t.sortedOpenUIDs() {
-		evs = t.cross(evs, t.inFlight[uid], now)
+		o := t.inFlight[uid]
+		evs = t.cross(evs, o, now)
+		if st, ok := t.stall(o, now); ok && !o.ep.stalled {
+			o.ep.stalled = true
+			evs = append(evs, Event{Type: EpisodeStalled, Episode: o.ep.Episode, Stage: st.Stage, Reason: st.Reason})
+		}
 	}
-	return evs
+	return stamp(evs, now)
 }
 
 // Stalled returns the open episodes older than their stall threshold, oldest first.
 func (t *RolloutTracker) Stalled(now time.Time) []Stall {
 	var out []Stall
 	for _, o := range t.inFlight {
-		age := now.Sub(o.ep.stallSince)
-		// kstatus Stalled=True: the controller itself says it gave up, so
-		// waiting for the threshold would only delay the news.
-		gaveUp := o.last.observed() && o.last.stallReason() == ReasonStalled
-		if age <= t.cfg.StallAfter(o.ep.Kind) && !gaveUp {
-			continue
+		if st, ok := t.stall(o, now); ok {
+			out = append(out, st)
 		}
-		out = append(out, Stall{Episode: o.ep.Episode, Stage: o.ep.stages[o.ep.reached], Reason: o.last.stallReason(), Age: age})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Age != out[j].Age {
@@ -256,6 +282,30 @@ func (t *RolloutTracker) Stalled(now time.Time) []Stall {
 		return out[i].Episode.UID < out[j].Episode.UID
 	})
 	return out
+}
+
+// stall returns o's open episode as a Stall, and whether it is stalled:
+// older than its stall threshold, or given up by its controller.
+func (t *RolloutTracker) stall(o *object, now time.Time) (Stall, bool) {
+	age := now.Sub(o.ep.stallSince)
+	st := Stall{Episode: o.ep.Episode, Stage: o.ep.stages[o.ep.reached], Reason: o.last.stallReason(), Age: age}
+	// kstatus Stalled=True: the controller itself says it gave up, so
+	// waiting for the threshold would only delay the news.
+	gaveUp := o.last.observed() && st.Reason == ReasonStalled
+	return st, age > t.cfg.StallAfter(o.ep.Kind) || gaveUp
+}
+
+// Blocking returns what holds uid's open episode now, at any age: the next
+// stage not reached and the most specific reason (the stall reasons), and
+// false when uid has no open episode. The timeline shows it before the
+// episode is old enough to count as stalled.
+func (t *RolloutTracker) Blocking(uid string, now time.Time) (Stall, bool) {
+	o := t.objects[uid]
+	if o == nil || o.ep == nil {
+		return Stall{}, false
+	}
+	st, _ := t.stall(o, now)
+	return st, true
 }
 
 // IsOpen reports whether uid has an open episode.

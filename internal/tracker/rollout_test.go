@@ -15,6 +15,7 @@ import (
 //	"crossed available >1"      a threshold (seconds) passed before the stage
 //	"closed converged"          an episode ended
 //	"recovered"                 an episode in flight found late
+//	"stalled updated other"     passed the stall threshold: next stage, reason
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
 var thresholds = []float64{1, 5, 30}
@@ -46,6 +47,8 @@ func format(evs []Event) []string {
 			out = append(out, fmt.Sprintf("closed %s", e.Outcome))
 		case EpisodeRecovered:
 			out = append(out, "recovered")
+		case EpisodeStalled:
+			out = append(out, fmt.Sprintf("stalled %s %s", e.Stage, e.Reason))
 		case EpisodeOpened:
 			// Not shown: every timeline opens episodes; TestOpenedEvents checks them.
 		}
@@ -416,5 +419,61 @@ func TestOpenedEvents(t *testing.T) {
 	}
 	if o, _ := count(newTracker().Observe(deploy(5, 5, 1, 1, 1), at("1m"), true)); o != 0 {
 		t.Errorf("a converged object opened an episode")
+	}
+}
+
+func TestStalledEventOncePerEpisode(t *testing.T) {
+	stuck := with(deploy(1, 1, 3, 0, 0), func(w *Workload) { w.ReplicaFailure = true })
+	gen2 := with(deploy(2, 1, 3, 0, 0), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("2m") })
+	run(t, newTracker(), []step{
+		{at: "0s", w: p(deploy(1, 0, 3, 0, 0))},
+		{at: "1s", w: p(stuck), want: []string{"reached observed 1s"}},
+		{at: "60s", tick: true, want: []string{"crossed updated >1", "crossed updated >5", "crossed updated >30", "crossed available >1", "crossed available >5", "crossed available >30"}},
+		// The threshold is 1m: at exactly 1m the episode is not stalled yet.
+		{at: "61s", tick: true, want: []string{"stalled updated replica_failure"}},
+		{at: "90s", tick: true},
+		// A new revision keeps the stall age (the oldest unconverged write)
+		// but is a new episode: it reports its own stall at the next tick.
+		{at: "2m", w: p(gen2), want: []string{"closed superseded"}},
+		{at: "2m1s", tick: true, want: []string{"stalled observed not_observed"}},
+		{at: "3m", tick: true, want: []string{"crossed observed >1", "crossed observed >5", "crossed observed >30", "crossed updated >1", "crossed updated >5", "crossed updated >30", "crossed available >1", "crossed available >5", "crossed available >30"}},
+	})
+}
+
+func TestBlockingAtAnyAge(t *testing.T) {
+	tr := newTracker()
+	if _, ok := tr.Blocking("u1", at("0s")); ok {
+		t.Fatal("blocking reported for an unknown object")
+	}
+	tr.Observe(deploy(1, 0, 3, 0, 0), at("0s"), false)
+	if b, ok := tr.Blocking("u1", at("1s")); !ok || b.Stage != StageObserved || b.Reason != ReasonNotObserved || b.Age != time.Second {
+		t.Errorf("blocking at 1s = %+v %v, want observed not_observed 1s", b, ok)
+	}
+	tr.Observe(with(deploy(1, 1, 3, 0, 0), func(w *Workload) { w.ReplicaFailure = true }), at("2s"), false)
+	if b, ok := tr.Blocking("u1", at("3s")); !ok || b.Stage != StageUpdated || b.Reason != ReasonReplicaFailure {
+		t.Errorf("blocking at 3s = %+v %v, want updated replica_failure", b, ok)
+	}
+	tr.Observe(deploy(1, 1, 3, 3, 3), at("4s"), false)
+	if b, ok := tr.Blocking("u1", at("5s")); ok {
+		t.Errorf("blocking after convergence = %+v", b)
+	}
+}
+
+func TestEventsCarryTheirTime(t *testing.T) {
+	tr := newTracker()
+	evs := tr.Observe(deploy(1, 0, 3, 0, 0), at("0s"), false)
+	evs = append(evs, tr.Observe(deploy(1, 1, 3, 3, 3), at("1500ms"), false)...)
+	evs = append(evs, tr.Observe(deploy(2, 1, 3, 3, 3), at("3s"), false)...)
+	evs = append(evs, tr.Delete("u1", at("4s"))...)
+	var got []string
+	for _, e := range evs {
+		got = append(got, fmt.Sprintf("%s@%v", strings.Join(format([]Event{e}), ""), e.At.Sub(t0)))
+	}
+	want := []string{"@0s",
+		"crossed observed >1@1.5s", "reached observed 1.5s@1.5s", "crossed updated >1@1.5s", "reached updated 1.5s@1.5s",
+		"crossed available >1@1.5s", "reached available 1.5s@1.5s", "closed converged@1.5s",
+		"@3s", "closed deleted@4s"}
+	if !equal(got, want) {
+		t.Errorf("events = %v\nwant %v", got, want)
 	}
 }

@@ -53,7 +53,11 @@ func TestScaleWritesDuringStuckTemplateRolloutRetarget(t *testing.T) {
 			}
 			crossed = append(crossed, format([]Event{e})...)
 		}
-		crossed = append(crossed, format(tr.Tick(atPlus(s.at)))...)
+		for _, e := range tr.Tick(atPlus(s.at)) {
+			if e.Type == ThresholdCrossed {
+				crossed = append(crossed, format([]Event{e})...)
+			}
+		}
 	}
 	want := []string{"crossed updated >5", "crossed available >5", "crossed updated >30", "crossed available >30"}
 	if !equal(crossed, want) {
@@ -189,6 +193,9 @@ func TestListedGenerationIsRecoveredAndNeverCrosses(t *testing.T) {
 	gen2 := with(deploy(2, 1, 2, 2, 2), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("8s") })
 	run(t, tr, []step{
 		{at: "12s", w: &gen2, initial: true, want: []string{"recovered"}},
+		// Stalled from its API-side start (8s) plus the 1m threshold.
+		{at: "68s", tick: true},
+		{at: "69s", tick: true, want: []string{"stalled observed not_observed"}},
 		{at: "100s", tick: true},
 	})
 	open := tr.Open()
