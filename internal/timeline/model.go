@@ -151,3 +151,30 @@ func TraceID(uid string, generation int64) string {
 	sum := sha256.Sum256([]byte(uid + "/" + strconv.FormatInt(generation, 10)))
 	return hex.EncodeToString(sum[:16])
 }
+
+// Sort orders of Query.
+const (
+	SortDuration = "duration" // longest first (open episodes count their age)
+	SortStart    = "start"    // newest start first
+)
+
+// Query selects episodes for the list API. Empty fields match everything.
+// Kind is canonical (the tracker's kind: "Deployment",
+// "Certificate.cert-manager.io"): the API resolves the accepted spellings
+// first. UID or TraceID select the episodes of one object or one trace.
+type Query struct {
+	Namespace, Kind, Outcome, State string
+	UID, TraceID                    string
+	Sort                            string // SortDuration (default) or SortStart
+	Limit                           int    // at most this many; 0: no limit
+}
+
+// Source is what the API, the page and the tracer read: the store.
+type Source interface {
+	// List returns the episodes matching q, open and retained closed
+	// ones, as of now.
+	List(q Query, now time.Time) []Episode
+	// Object returns every retained episode of the object kind (canonical)
+	// namespace/name ("" for cluster-scoped), newest generation first.
+	Object(kind, namespace, name string, now time.Time) []Episode
+}
