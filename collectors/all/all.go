@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
@@ -30,6 +30,12 @@ type Options struct {
 	// RESTConfig is what admission probes build their own clients from
 	// (their own rate limiter); nil: the informer factory's clients.
 	RESTConfig *rest.Config
+	// EpisodeSinks receive every rollout and custom-resource episode event
+	// (the tracer; the timeline store).
+	EpisodeSinks []collectors.EpisodeSink
+	// TraceIDs, when set (tracing on), gives the trace id of an episode
+	// that its duration exemplars carry.
+	TraceIDs func(uid string, generation int64) string
 }
 
 // Collectors constructs every known collector, enabled or not, in start order.
@@ -49,6 +55,12 @@ func Collectors(o Options) []collectors.Collector {
 	// One set of rollout episode families, fed by workloads and custom
 	// resources alike.
 	episodes := collectors.NewEpisodes(o.Config, o.Now)
+	for _, s := range o.EpisodeSinks {
+		episodes.AddSink(s)
+	}
+	if o.TraceIDs != nil {
+		episodes.SetTraceIDs(o.TraceIDs)
+	}
 	probes := admissionprobes.New(o.Config, o.Logger)
 	probes.RESTConfig = o.RESTConfig
 	cs := []collectors.Collector{
