@@ -364,7 +364,8 @@ func stageSpec(tid trace.TraceID, ep tracker.Episode, ev tracker.Event) spanSpec
 	return spanSpec{
 		id: StageSpanID(tid, string(ev.Stage)), name: string(ev.Stage),
 		start: ep.Start, end: ep.Start.Add(ev.Duration),
-		attrs: append(identity(ep), attribute.String("kce.stage", string(ev.Stage)), attribute.Float64("kce.duration_seconds", ev.Duration.Seconds())),
+		attrs: append(identity(ep), attribute.String("kce.stage", string(ev.Stage)), attribute.Float64("kce.duration_seconds", ev.Duration.Seconds()),
+			attribute.Bool("kce.recovered", ep.Recovered)),
 	}
 }
 

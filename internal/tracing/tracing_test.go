@@ -242,7 +242,7 @@ func TestRestartKeepsTraceAndRoot(t *testing.T) {
 	if av.Span == nil || av.TraceID() != before.TraceID() || av.ParentID() != before.SpanID() {
 		t.Fatalf("after the restart: available %+v, first root trace %s span %s", av, before.TraceID(), before.SpanID())
 	}
-	if av.Attr("kce.stage") != "available" || av.Duration() != 150*time.Second {
+	if av.Attr("kce.stage") != "available" || av.Attr("kce.recovered") != "true" || av.Duration() != 150*time.Second {
 		t.Errorf("recovered stage %v %v", av.Attributes, av.Duration())
 	}
 }

@@ -28,10 +28,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Span is a received span with its resource's attributes.
+// Span is a received span with its resource's attributes and the time it
+// arrived.
 type Span struct {
 	*tracepb.Span
 	Resource map[string]string
+	Received time.Time
 }
 
 // TraceID is the span's trace id in hex.
@@ -85,6 +87,7 @@ type Receiver struct {
 func newReceiver() *Receiver { return &Receiver{changed: make(chan struct{})} }
 
 func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest, headers map[string]string) {
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rs := range req.ResourceSpans {
@@ -94,7 +97,7 @@ func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest, headers map[st
 		}
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				r.spans = append(r.spans, Span{Span: s, Resource: res})
+				r.spans = append(r.spans, Span{Span: s, Resource: res, Received: now})
 			}
 		}
 	}
