@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,5 +70,34 @@ func TestTracingErrors(t *testing.T) {
 		if _, err := Parse([]byte(tc.doc)); err == nil || err.Error() != tc.want {
 			t.Errorf("Parse(%q):\n got %v\nwant %s", tc.doc, err, tc.want)
 		}
+	}
+}
+
+// The README example's tracing section is valid. (The whole example is
+// not one valid file: it shows exclusive options side by side.)
+func TestREADMEExampleParses(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "### Configuration file")
+	if !ok {
+		t.Fatal("README has no Configuration file section")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	doc, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in the Configuration file section")
+	}
+	_, tracing, ok := strings.Cut(doc, "\ntracing:")
+	if !ok {
+		t.Fatal("no tracing: in the README example")
+	}
+	c, err := Parse([]byte("tracing:" + tracing))
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	if !c.Tracing.Enabled() || c.Tracing.Client() != TracingClientGRPC || c.Tracing.TLSConfig.CAFile == "" {
+		t.Errorf("README example's tracing: %+v", c.Tracing)
 	}
 }
