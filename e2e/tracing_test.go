@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
@@ -215,11 +216,11 @@ func TestStalledTraceSurvivesRestart(t *testing.T) {
 	}
 	spans := spansOf(t, r, ns, 30*time.Second, "the stalled root", func(s []otlpreceiver.Span) bool { return len(named(s, "rollout Deployment")) == 1 })
 	root := named(spans, "rollout Deployment")[0]
-	start := time.Unix(0, int64(root.StartTimeUnixNano)) //nolint:gosec // OTLP nanoseconds since the epoch fit int64
+	start := time.Unix(0, int64(root.StartTimeUnixNano))
 	arrived := root.Received.Sub(start)
 	t.Logf("stalled root: lasts %v, arrived %v after the episode start (threshold %v), stage %s, reason %s",
 		root.Duration(), arrived, threshold, root.Attr("kce.stall.stage"), root.Attr("kce.stall.reason"))
-	if root.Attr("kce.stalled") != "true" || root.Status.GetCode() != 2 /* STATUS_CODE_ERROR */ || root.TraceID() != timeline.TraceID(string(d.UID), 1) {
+	if root.Attr("kce.stalled") != "true" || root.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || root.TraceID() != timeline.TraceID(string(d.UID), 1) {
 		t.Fatalf("stalled root: trace %s status %v attributes %v", root.TraceID(), root.Status, root.Attributes)
 	}
 	// Tick runs once a second, the batch delay is 100 ms.

@@ -256,6 +256,9 @@ func (t *Tracer) ObserveEpisodes(evs []tracker.Event) {
 	var plans []exportPlan
 	t.mu.Lock()
 	for _, ev := range evs {
+		if ev.Type == tracker.ThresholdCrossed {
+			continue // in the metrics; a span has nothing to add
+		}
 		tid := TraceID(ev.Episode.UID, ev.Episode.Generation)
 		st := t.open[tid]
 		if st == nil {

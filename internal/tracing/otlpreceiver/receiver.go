@@ -47,7 +47,7 @@ func (s Span) ParentID() string { return hex.EncodeToString(s.Span.ParentSpanId)
 
 // Duration is end - start.
 func (s Span) Duration() time.Duration {
-	return time.Duration(s.EndTimeUnixNano - s.StartTimeUnixNano) //nolint:gosec // OTLP times are int64 nanoseconds in uint64 fields
+	return time.Duration(s.EndTimeUnixNano - s.StartTimeUnixNano) // OTLP times are int64 nanoseconds in uint64 fields
 }
 
 // Attr returns an attribute's value as a string ("" when absent).
