@@ -33,11 +33,15 @@ const (
 	// AdmissionProbes sends dry-run writes; it reads nothing unless
 	// admissionProbes lists probes.
 	AdmissionProbes = "admission_probes"
+	// Timelines keeps the timeline of every rollout and custom-resource
+	// episode (the store behind /api/v1/timelines) and reads Warning
+	// Events for it, whether retries runs or not.
+	Timelines = "timelines"
 )
 
 // KnownCollectors lists every collector name the file may mention, in the
 // order they are started.
-var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn, Webhooks, AdmissionProbes}
+var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn, Webhooks, AdmissionProbes, Timelines}
 
 // Namespace label modes.
 const (

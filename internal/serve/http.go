@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/listwatch"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
 // RegisterOptions configure Register.
@@ -59,6 +60,9 @@ type HandlerOptions struct {
 	// Readiness answers /readyz.
 	Readiness func() (bool, string)
 	Logger    *slog.Logger
+	// Timelines is what the timeline API and page read (the store the
+	// collectors feed); nil: not served.
+	Timelines timeline.Source
 }
 
 // Paths of the probes, on the main listener and on the probe listener.
