@@ -37,6 +37,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
+	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
 
 // DefaultListenAddress: the 9100-9999 range of Prometheus' default port
@@ -198,6 +199,11 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		Liveness:      func() (bool, string) { return exp.Liveness(time.Now(), f.livenessTimeout) },
 		Readiness:     exp.Readiness,
 		Logger:        logger,
+		// Mounted once Source is set to the timeline store.
+		Timelines: timelineweb.Options{Now: time.Now, ExternalURL: f.externalURL},
+	}
+	for _, r := range cfg.Resources {
+		handlerOpts.Timelines.CustomResources = append(handlerOpts.Timelines.CustomResources, r.String())
 	}
 	handler, err := serve.Handler(handlerOpts)
 	if err != nil {
