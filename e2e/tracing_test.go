@@ -17,6 +17,8 @@ import (
 	"time"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
@@ -298,4 +300,52 @@ func TestTracingFaults(t *testing.T) {
 		}
 		t.Logf("available %.3fs with the endpoint down; log: %s", got, tail(e.logs.String(), 1))
 	})
+}
+
+// A quota-blocked rollout: its root, exported at the stall threshold,
+// carries the ReplicaSet's FailedCreate Warning Events (recorded by the
+// timeline store) as span events.
+func TestStalledTraceCarriesWarningEvents(t *testing.T) {
+	t.Parallel()
+	const threshold = 5 * time.Second
+	ctx := context.Background()
+	r, err := otlpreceiver.StartHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	e := startExporterEnv(t, traceEnv, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+tracingConfig(t, r, "http"), "--stall.threshold="+threshold.String())
+	e.waitReady(60 * time.Second)
+	ns := namespace(t, "trace-quota")
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one-pod"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	}
+	if _, err := client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the quota to be active", func() (bool, string) {
+		q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, "one-pod", metav1.GetOptions{})
+		return err == nil && len(q.Status.Hard) > 0, "status.hard empty"
+	})
+	if _, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "big", 3, demo.Delays(100*time.Millisecond, 100*time.Millisecond)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spans := spansOf(t, r, ns, threshold+30*time.Second, "the stalled root", func(s []otlpreceiver.Span) bool { return len(named(s, "rollout Deployment")) == 1 })
+	root := named(spans, "rollout Deployment")[0]
+	if root.Attr("kce.stalled") != "true" || root.Attr("kce.stall.reason") != "replica_failure" {
+		t.Errorf("stalled root attributes %v", root.Attributes)
+	}
+	failed := 0
+	for _, ev := range root.Events {
+		sev := otlpreceiver.Span{Span: &tracepb.Span{Attributes: ev.Attributes}}
+		if ev.Name == "FailedCreate" && strings.Contains(sev.Attr("kce.event.message"), "exceeded quota") && strings.HasPrefix(sev.Attr("kce.event.object"), "ReplicaSet "+ns+"/big-") {
+			failed++
+		}
+	}
+	t.Logf("stalled root: %d span events, %d FailedCreate", len(root.Events), failed)
+	if failed == 0 {
+		_, body, _ := e.get("/api/v1/timelines?namespace=" + ns)
+		t.Errorf("no FailedCreate span event on the stalled root; events: %v; the timeline API: %s", root.Events, body)
+	}
 }

@@ -426,3 +426,29 @@ func TestBadTLSFilesFailTheStart(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The real timeline store as the source: a Warning Event it recorded for
+// the open episode is a span event of the stalled root.
+func TestWarningEventsFromTheStore(t *testing.T) {
+	r, err := otlpreceiver.StartHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	store := timeline.NewStore(timeline.Config{})
+	tr := startTracer(t, config.Tracing{Endpoint: r.Endpoint, ClientType: "http", Insecure: true}, store, nil)
+	opened := []tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}}
+	store.ObserveEpisodes(opened)
+	at := t0.Add(2 * time.Second)
+	if !store.Add(ep.UID, timeline.Entry{Time: at, Type: timeline.EntryEvent, Reason: "FailedCreate", Message: "exceeded quota",
+		Object: &timeline.ObjectRef{Kind: "ReplicaSet", Namespace: "shop", Name: "web-5d4f", UID: "rs-uid"}}) {
+		t.Fatal("the store has no open episode")
+	}
+	stalled := []tracker.Event{{Type: tracker.EpisodeStalled, Episode: ep, Stage: "available", Reason: "replica_failure", At: t0.Add(5 * time.Minute)}}
+	store.ObserveEpisodes(stalled)
+	tr.ObserveEpisodes(append(opened, stalled...))
+	root := waitSpans(t, r, 1)[0]
+	if len(root.Events) != 1 || root.Events[0].Name != "FailedCreate" || root.Events[0].TimeUnixNano != uint64(at.UnixNano()) {
+		t.Fatalf("stalled root events %v, want FailedCreate at %v", root.Events, at)
+	}
+}
