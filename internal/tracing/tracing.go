@@ -402,17 +402,21 @@ func (t *Tracer) Run(ctx context.Context) error {
 		case p := <-t.work:
 			t.export(p)
 		case <-ctx.Done():
-			for len(t.work) > 0 { // Run is the only reader
-				t.export(<-t.work)
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-			defer cancel()
-			if err := t.tp.Shutdown(sctx); err != nil {
-				return fmt.Errorf("tracing: flush at exit: %w", err)
-			}
-			return nil
+			return t.shutdown()
 		}
 	}
+}
+
+func (t *Tracer) shutdown() error {
+	for len(t.work) > 0 { // Run is the only reader
+		t.export(<-t.work)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := t.tp.Shutdown(ctx); err != nil {
+		return fmt.Errorf("tracing: flush at exit: %w", err)
+	}
+	return nil
 }
 
 // export starts and ends the spans of p on the SDK; the batch processor

@@ -295,7 +295,7 @@ func TestCustomResourceIdentity(t *testing.T) {
 	cr := tracker.Episode{Kind: "Certificate.cert-manager.io", UID: "u", Namespace: "", Name: "wildcard", Generation: 2}
 	got := map[string]string{}
 	for _, kv := range identity(cr) {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	want := map[string]string{"kce.kind": "Certificate.cert-manager.io", "kce.name": "wildcard", "kce.uid": "u", "kce.generation": "2"}
 	if len(got) != len(want) {

@@ -37,13 +37,13 @@ type Span struct {
 }
 
 // TraceID is the span's trace id in hex.
-func (s Span) TraceID() string { return hex.EncodeToString(s.Span.TraceId) }
+func (s Span) TraceID() string { return hex.EncodeToString(s.TraceId) }
 
 // SpanID is the span's id in hex.
-func (s Span) SpanID() string { return hex.EncodeToString(s.Span.SpanId) }
+func (s Span) SpanID() string { return hex.EncodeToString(s.SpanId) }
 
 // ParentID is the parent span's id in hex, "" for a root.
-func (s Span) ParentID() string { return hex.EncodeToString(s.Span.ParentSpanId) }
+func (s Span) ParentID() string { return hex.EncodeToString(s.ParentSpanId) }
 
 // Duration is end - start.
 func (s Span) Duration() time.Duration {
