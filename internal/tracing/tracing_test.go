@@ -36,12 +36,12 @@ func reached(e tracker.Episode, stage tracker.Stage, d time.Duration) tracker.Ev
 }
 
 // startTracer runs a tracer sending to endpoint for the test.
-func startTracer(t *testing.T, c config.Tracing, events timeline.Source, logs *bytes.Buffer) *Tracer {
+func startTracer(t *testing.T, c config.Tracing, events timeline.Source, logs *lockedWriter) *Tracer {
 	t.Helper()
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // ms: spans arrive promptly
 	var logger *slog.Logger
 	if logs != nil {
-		logger = slog.New(slog.NewTextHandler(&lockedWriter{w: logs}, nil))
+		logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
 	tr, err := New(context.Background(), Options{Config: c, Version: "1.2.3", Logger: logger, Events: events})
 	if err != nil {
@@ -59,9 +59,11 @@ func startTracer(t *testing.T, c config.Tracing, events timeline.Source, logs *b
 	return tr
 }
 
+// lockedWriter is a log buffer written by the tracer's goroutines and
+// read by the test.
 type lockedWriter struct {
 	mu sync.Mutex
-	w  *bytes.Buffer
+	w  bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
@@ -323,7 +325,7 @@ func TestUnreachableEndpointNeverBlocks(t *testing.T) {
 	// An export attempt lasts 3 s: a sink that waited for one would take
 	// that long in one call.
 	t.Setenv("OTEL_BSP_EXPORT_TIMEOUT", "3000")
-	var logs bytes.Buffer
+	var logs lockedWriter
 	tr := startTracer(t, config.Tracing{Endpoint: addr, ClientType: "http", Insecure: true, Timeout: config.Duration(2 * time.Second)}, nil, &logs)
 	start := time.Now()
 	var slowest time.Duration
@@ -355,12 +357,10 @@ func TestUnreachableEndpointNeverBlocks(t *testing.T) {
 	}
 }
 
-var logMu sync.Mutex
-
-func logLines(b *bytes.Buffer) string {
-	logMu.Lock()
-	defer logMu.Unlock()
-	return b.String()
+func logLines(l *lockedWriter) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 func TestLimitedLog(t *testing.T) {

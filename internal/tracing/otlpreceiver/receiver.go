@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -143,8 +145,11 @@ func (r *Receiver) Close() { r.close() }
 
 // StartHTTP runs an OTLP/HTTP receiver on loopback (POST /v1/traces,
 // application/x-protobuf).
-func StartHTTP() (*Receiver, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+func StartHTTP() (*Receiver, error) { return StartHTTPTLS(nil) }
+
+// StartHTTPTLS is StartHTTP serving TLS with tlsCfg (nil: plain HTTP).
+func StartHTTPTLS(tlsCfg *tls.Config) (*Receiver, error) {
+	ln, err := listen(tlsCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -191,18 +196,36 @@ func StartHTTP() (*Receiver, error) {
 }
 
 // StartGRPC runs an OTLP/gRPC receiver on loopback (plaintext).
-func StartGRPC() (*Receiver, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+func StartGRPC() (*Receiver, error) { return StartGRPCTLS(nil) }
+
+// StartGRPCTLS is StartGRPC serving TLS with tlsCfg (nil: plaintext).
+func StartGRPCTLS(tlsCfg *tls.Config) (*Receiver, error) {
+	ln, err := listen(nil)
 	if err != nil {
 		return nil, err
 	}
 	r := newReceiver()
 	r.Endpoint = ln.Addr().String()
-	srv := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg))) // negotiates h2, as gRPC clients require
+	}
+	srv := grpc.NewServer(opts...)
 	coltracepb.RegisterTraceServiceServer(srv, &traceService{r: r})
 	go func() { _ = srv.Serve(ln) }()
 	r.close = srv.Stop
 	return r, nil
+}
+
+// listen listens on a free loopback port, with TLS when tlsCfg is set.
+func listen(tlsCfg *tls.Config) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil || tlsCfg == nil {
+		return ln, err
+	}
+	tlsCfg = tlsCfg.Clone()
+	tlsCfg.NextProtos = []string{"http/1.1"}
+	return tls.NewListener(ln, tlsCfg), nil
 }
 
 type traceService struct {
