@@ -452,3 +452,74 @@ func TestWarningEventsFromTheStore(t *testing.T) {
 		t.Fatalf("stalled root events %v, want FailedCreate at %v", root.Events, at)
 	}
 }
+
+// The SDK's variables apply to what the config leaves out, and a key set
+// in the config wins over its variable.
+func TestEnvironmentPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		headers    map[string]string
+		wantTenant string
+	}{
+		{"env only", nil, "from-env"},
+		{"config wins", map[string]string{"X-Scope-OrgID": "from-config"}, "from-config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := otlpreceiver.StartHTTP()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "X-Scope-OrgID=from-env")
+			t.Setenv("OTEL_SERVICE_NAME", "kce-prod")
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "k8s.cluster.name=eu-1")
+			tr := startTracer(t, config.Tracing{Endpoint: r.Endpoint, ClientType: "http", Insecure: true, Headers: tc.headers}, nil, nil)
+			tr.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0},
+				{Type: tracker.EpisodeClosed, Episode: ep, Outcome: tracker.OutcomeConverged, At: t0.Add(time.Second)}})
+			root := waitSpans(t, r, 1)[0]
+			if h := r.Headers(); h[0]["X-Scope-Orgid"] != tc.wantTenant {
+				t.Errorf("X-Scope-OrgID %q, want %q", h[0]["X-Scope-Orgid"], tc.wantTenant)
+			}
+			if root.Resource["service.name"] != "kce-prod" || root.Resource["k8s.cluster.name"] != "eu-1" || root.Resource["service.version"] != "1.2.3" {
+				t.Errorf("resource %v: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES must apply", root.Resource)
+			}
+		})
+	}
+}
+
+// OTEL_TRACES_SAMPLER decides when samplingFraction is unset; a
+// samplingFraction decides over it.
+func TestSamplerPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fraction *float64
+		want     int
+	}{{"env always_off", nil, 0}, {"config 1 wins", ptr(1.0), 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := otlpreceiver.StartHTTP()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			t.Setenv("OTEL_TRACES_SAMPLER", "always_off")
+			tr, err := New(context.Background(), Options{Config: config.Tracing{Endpoint: r.Endpoint, ClientType: "http", Insecure: true, SamplingFraction: tc.fraction}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- tr.Run(ctx) }()
+			tr.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0},
+				{Type: tracker.EpisodeClosed, Episode: ep, Outcome: tracker.OutcomeConverged, At: t0.Add(time.Second)}})
+			// Run drains the queue and flushes the provider before it
+			// returns: what was sampled has arrived then.
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if n := len(r.Spans()); n != tc.want {
+				t.Errorf("%d spans, want %d", n, tc.want)
+			}
+		})
+	}
+}
