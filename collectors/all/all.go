@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"

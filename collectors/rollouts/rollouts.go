@@ -126,6 +126,11 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	})); err != nil {
 		return fmt.Errorf("rollouts: add handler: %w", err)
 	}
+	if c.tl != nil {
+		if err := c.startTimeline(f); err != nil {
+			return err
+		}
+	}
 	if err := collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace); err != nil {
 		return fmt.Errorf("rollouts: %w", err)
 	}
@@ -157,7 +162,9 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 	now, notLive := informers.NotLive(obj, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Observe(w, now, notLive))
+	evs := c.tr.Observe(w, now, notLive)
+	c.observe(evs)
+	c.timelineWorkload(obj, &w, evs, now)
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {
@@ -209,6 +216,7 @@ func (c *Collector) onFact(obj any) {
 		// which the tracker reads as a missed write (a watch gap).
 		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Target {
 			c.observe(c.tr.Observe(w, now, false))
+			c.block(ep.UID, now)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +92,11 @@ type CustomObject struct {
 	// SpecWrite is the newest managedFields time touching spec (API side,
 	// one-second precision); zero when unknown.
 	SpecWrite time.Time
+	// WriteManagers and WriteTime are the field managers of the last write
+	// (newline-separated) and its API-side time (informers.WriteOf), for
+	// the timelines.
+	WriteManagers string
+	WriteTime     time.Time
 
 	HasStatus bool
 	// ObservedGeneration is read from status.observedGeneration (or the
@@ -168,6 +174,8 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 		Generation: u.GetGeneration(), Created: u.GetCreationTimestamp().Time,
 	}
 	meta := metav1.ObjectMeta{Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
+	managers, written := informers.WriteOf(meta.ManagedFields)
+	o.WriteManagers, o.WriteTime = strings.Join(managers, "\n"), written
 	informers.CompactMeta(&meta)
 	o.SpecWrite = SpecWritten(&meta)
 	if at, listed := informers.Received(&meta); !at.IsZero() {

@@ -82,6 +82,8 @@ type record struct {
 	ring      []Entry
 	ringStart int
 	dropped   int
+	// written is the newest generation an EntryWrite recorded.
+	written int64
 }
 
 // NewStore returns an empty store.
@@ -270,7 +272,9 @@ func (s *Store) add(r *record, e Entry) {
 // Add records an entry of the open episode of the workload episodeUID and
 // reports whether it has one. An entry naming an object (e.Object.UID, a
 // Pod or a ReplicaSet) relates that object to the episode, so that
-// AddRelated finds it.
+// AddRelated finds it. An EntryWrite is recorded once per generation:
+// collectors may pass every record of the workload, and only a write that
+// moved the generation is kept.
 func (s *Store) Add(episodeUID string, e Entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -278,11 +282,25 @@ func (s *Store) Add(episodeUID string, e Entry) bool {
 	if r == nil {
 		return false
 	}
+	if e.Type == EntryWrite {
+		if e.Generation <= r.written {
+			return true
+		}
+		r.written = e.Generation
+	}
 	if e.Object != nil && e.Object.UID != "" && e.Object.UID != episodeUID {
 		s.relate(e.Object.UID, episodeUID)
 	}
 	s.add(r, e)
 	return true
+}
+
+// Open reports whether the workload uid has an open episode: collectors
+// skip building entries nobody keeps.
+func (s *Store) Open(uid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[uid] != nil
 }
 
 // AddRelated records an entry about objectUID, a workload with an open
