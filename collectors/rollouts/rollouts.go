@@ -105,10 +105,15 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	}
 	facts := []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.nodes, c.view.services, c.view.slices}
 	for _, inf := range []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.services, c.view.slices} {
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onFact(obj) },
-			UpdateFunc: func(_, obj any) { c.onFact(obj) },
-			DeleteFunc: func(obj any) { c.onFact(obj) },
+		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if !initial { // a list's objects are not changes
+					c.timelineFact(nil, obj)
+				}
+				c.onFact(obj)
+			},
+			UpdateFunc: func(oldObj, obj any) { c.timelineFact(oldObj, obj); c.onFact(obj) },
+			DeleteFunc: func(obj any) { c.timelineGone(obj); c.onFact(obj) },
 		})); err != nil {
 			return fmt.Errorf("rollouts: add handler: %w", err)
 		}
@@ -120,16 +125,12 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := obj.(*corev1.Node)
 			if ok1 && ok2 && records.NodeReady(o) != records.NodeReady(n) {
+				c.onNodeTimeline(n)
 				c.onFact(obj)
 			}
 		},
 	})); err != nil {
 		return fmt.Errorf("rollouts: add handler: %w", err)
-	}
-	if c.tl != nil {
-		if err := c.startTimeline(f); err != nil {
-			return err
-		}
 	}
 	if err := collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace); err != nil {
 		return fmt.Errorf("rollouts: %w", err)

@@ -1,14 +1,12 @@
 package rollouts
 
 import (
-	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
@@ -25,8 +23,7 @@ func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
 // keeps no per-pod state: the informers hand every update with its
 // previous version, which is what a change is measured against. Entries
 // are timed on the receipt of the object that shows them (the store sorts
-// them by it), so the handlers of the feed may run in any order against
-// the tracker's.
+// them by it).
 
 // timelineWorkload records, for a workload record, the write that moved
 // its generation (the store keeps one per generation) and what holds its
@@ -76,88 +73,51 @@ func (c *Collector) relateDerived(kind tracker.Kind, uid string) {
 	}
 }
 
-// startTimeline attaches the handlers of the feed. Objects of the initial
-// lists are not changes: no workload has an episode open before the facts
-// have synced.
-func (c *Collector) startTimeline(f *informers.Factory) error {
-	hs := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{c.view.pods, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if p, ok := obj.(*corev1.Pod); ok && !initial {
-					c.onPodTimeline(nil, p)
-				}
-			},
-			UpdateFunc: func(oldObj, obj any) {
-				o, ok1 := oldObj.(*corev1.Pod)
-				p, ok2 := obj.(*corev1.Pod)
-				if ok1 && ok2 {
-					c.onPodTimeline(o, p)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if p, ok := informers.Unwrap(obj).(*corev1.Pod); ok {
-					c.onDerivedGone("Pod", c.view.workloadOf(p), obj, &p.ObjectMeta)
-				}
-			},
-		}},
-		{c.view.replicaSets, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				rs, ok := obj.(*appsv1.ReplicaSet)
-				if !ok || initial {
-					return
-				}
-				owner := ownerUID(rs)
-				if owner == "" || !c.tl.Open(owner) {
-					return
-				}
-				at, _ := informers.ReceivedOr(rs, c.now)
-				created := rs.CreationTimestamp.Time
-				c.tl.Add(owner, timeline.Entry{Time: at, APITime: &created, Type: timeline.EntryObject,
-					Object: refOf("ReplicaSet", &rs.ObjectMeta), Reason: "created"})
-			},
-			DeleteFunc: func(obj any) {
-				if rs, ok := informers.Unwrap(obj).(*appsv1.ReplicaSet); ok {
-					c.onDerivedGone("ReplicaSet", ownerUID(rs), obj, &rs.ObjectMeta)
-				}
-			},
-		}},
-		{c.view.slices, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if s, ok := obj.(*discoveryv1.EndpointSlice); ok && !initial {
-					c.onSliceTimeline(nil, s, obj)
-				}
-			},
-			UpdateFunc: func(oldObj, obj any) {
-				o, _ := oldObj.(*discoveryv1.EndpointSlice)
-				if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-					c.onSliceTimeline(o, s, obj)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if s, ok := informers.Unwrap(obj).(*discoveryv1.EndpointSlice); ok {
-					c.onSliceTimeline(s, nil, obj)
-				}
-			},
-		}},
-		{c.view.nodes, cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(oldObj, obj any) {
-				o, ok1 := oldObj.(*corev1.Node)
-				n, ok2 := obj.(*corev1.Node)
-				if ok1 && ok2 && records.NodeReady(o) != records.NodeReady(n) {
-					c.onNodeTimeline(n)
-				}
-			},
-		}},
+// timelineFact records the change of a pod, ReplicaSet or EndpointSlice
+// from old (nil: created) to obj. The fact handlers call it before they
+// re-evaluate the episodes, so that the evidence that completes an
+// episode is recorded before the episode closes (a handler of its own ran
+// after and found it closed: the last endpoint entries were lost).
+func (c *Collector) timelineFact(old, obj any) {
+	if c.tl == nil {
+		return
 	}
-	for _, h := range hs {
-		if _, err := h.inf.AddEventHandler(f.Handler(Name, h.h)); err != nil {
-			return fmt.Errorf("rollouts: add timeline handler: %w", err)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		prev, _ := old.(*corev1.Pod)
+		c.onPodTimeline(prev, o)
+	case *appsv1.ReplicaSet:
+		if old != nil {
+			return
 		}
+		owner := ownerUID(o)
+		if owner == "" || !c.tl.Open(owner) {
+			return
+		}
+		at, _ := informers.ReceivedOr(o, c.now)
+		created := o.CreationTimestamp.Time
+		c.tl.Add(owner, timeline.Entry{Time: at, APITime: &created, Type: timeline.EntryObject,
+			Object: refOf("ReplicaSet", &o.ObjectMeta), Reason: "created"})
+	case *discoveryv1.EndpointSlice:
+		prev, _ := old.(*discoveryv1.EndpointSlice)
+		c.onSliceTimeline(prev, o, obj)
 	}
-	return nil
+}
+
+// timelineGone records the deletion of a pod, ReplicaSet or slice (obj
+// may be a tombstone).
+func (c *Collector) timelineGone(obj any) {
+	if c.tl == nil {
+		return
+	}
+	switch o := informers.Unwrap(obj).(type) {
+	case *corev1.Pod:
+		c.onDerivedGone("Pod", c.view.workloadOf(o), obj, &o.ObjectMeta)
+	case *appsv1.ReplicaSet:
+		c.onDerivedGone("ReplicaSet", ownerUID(o), obj, &o.ObjectMeta)
+	case *discoveryv1.EndpointSlice:
+		c.onSliceTimeline(o, nil, obj)
+	}
 }
 
 func refOf(kind string, m *metav1.ObjectMeta) *timeline.ObjectRef {
@@ -333,8 +293,11 @@ func endpointChanges(old, cur *discoveryv1.EndpointSlice) []endpointChange {
 }
 
 // onNodeTimeline records a node's readiness change in the episodes with a
-// pod on it.
+// pod on it. c.mu is not held.
 func (c *Collector) onNodeTimeline(n *corev1.Node) {
+	if c.tl == nil {
+		return
+	}
 	c.mu.Lock()
 	open := c.tr.Open()
 	c.mu.Unlock()
