@@ -39,6 +39,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
 
 // DefaultListenAddress: the 9100-9999 range of Prometheus' default port
@@ -206,7 +207,11 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		Liveness:      func() (bool, string) { return exp.Liveness(time.Now(), f.livenessTimeout) },
 		Readiness:     exp.Readiness,
 		Logger:        logger,
-		Timelines:     timelines,
+		// The timeline store the collectors feed.
+		Timelines: timelineweb.Options{Source: timelines, Now: time.Now, ExternalURL: f.externalURL},
+	}
+	for _, r := range cfg.Resources {
+		handlerOpts.Timelines.CustomResources = append(handlerOpts.Timelines.CustomResources, r.String())
 	}
 	handler, err := serve.Handler(handlerOpts)
 	if err != nil {

@@ -349,3 +349,25 @@ func cleanYAMLError(err error) error {
 	}
 	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
 }
+
+// itemLine is the line of key in the i-th item of the top-level list (the
+// item's own line for an empty key), 0 if absent.
+func (p positions) itemLine(list string, i int, key string) int {
+	_, n := p.find(list)
+	if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
+		return 0
+	}
+	item := n.Content[i]
+	if key == "" {
+		return item.Line
+	}
+	if item.Kind != yaml.MappingNode {
+		return 0
+	}
+	for j := 0; j+1 < len(item.Content); j += 2 {
+		if item.Content[j].Value == key {
+			return item.Content[j+1].Line
+		}
+	}
+	return 0
+}
