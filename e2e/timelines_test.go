@@ -2,70 +2,70 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"log/slog"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kube-convergence/kube-convergence-exporter/collectors"
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
-// runTimelines runs the exporter's engine in this process (serve.New with
-// every collector of all.Collectors, as main wires them) against the
-// sandbox, and returns the timeline store it feeds: until the timeline API
-// is served, this is how its content is read end to end. Stopped with the
-// test.
-func runTimelines(t *testing.T) (*timeline.Store, prometheus.Gatherer) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("in-process exporter did not stop within 15 s")
-		}
-	})
-	logger := slog.New(slog.DiscardHandler)
-	cfg := config.Default()
-	reg := prometheus.NewRegistry()
-	wrap, err := serve.Register(reg, serve.RegisterOptions{Watch: cfg.Enabled(config.Watch)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := timeline.NewStore(timeline.Config{})
-	c := kubernetes.NewForConfigOrDie(sb.AdminConfig())
-	var enabled []collectors.Collector
-	for _, col := range all.Collectors(all.Options{Config: cfg, StallThreshold: stallThreshold, Logger: logger, Timelines: store}) {
-		if cfg.Enabled(col.Name()) {
-			enabled = append(enabled, col)
-		}
-	}
-	exp, err := serve.New(c, sb.AdminConfig().Host, informers.New(c, wrap, logger), enabled, reg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- exp.Run(ctx) }()
-	eventually(t, 60*time.Second, "in-process exporter ready", func() (bool, string) { return exp.Readiness() })
-	return store, reg
+// apiSource reads an exporter's timeline API: /api/v1/timelines and the
+// one-object endpoint, as a timeline.Source.
+type apiSource struct {
+	t *testing.T
+	e *exporterProc
 }
+
+func (a apiSource) get(path string) []timeline.Episode {
+	a.t.Helper()
+	code, body, err := a.e.get(path)
+	if err != nil || code != http.StatusOK {
+		a.t.Fatalf("GET %s: %d %v\n%s", path, code, err, body)
+	}
+	var out struct {
+		Items []timeline.Episode `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		a.t.Fatalf("GET %s: %v\n%s", path, err, body)
+	}
+	return out.Items
+}
+
+func (a apiSource) List(q timeline.Query, _ time.Time) []timeline.Episode {
+	v := url.Values{}
+	for k, x := range map[string]string{"namespace": q.Namespace, "kind": q.Kind, "outcome": q.Outcome, "state": q.State,
+		"uid": q.UID, "trace_id": q.TraceID, "sort": q.Sort} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return a.get("/api/v1/timelines?" + v.Encode())
+}
+
+func (a apiSource) Object(kind, namespace, name string, _ time.Time) []timeline.Episode {
+	if namespace == "" {
+		namespace = "_"
+	}
+	return a.get("/api/v1/timelines/" + url.PathEscape(kind) + "/" + url.PathEscape(namespace) + "/" + url.PathEscape(name))
+}
+
+// The timeline tests read the shared exporter's API (the binary built
+// from this tree).
 
 // TestTimelineQuotaBlockedRollout: a Deployment written by the field
 // manager e2e-writer in a namespace whose ResourceQuota allows no pod. Its
@@ -78,7 +78,8 @@ func runTimelines(t *testing.T) (*timeline.Store, prometheus.Gatherer) {
 func TestTimelineQuotaBlockedRollout(t *testing.T) {
 	ctx := context.Background()
 	ns := "timeline-quota"
-	store, _ := runTimelines(t)
+	exp := shared.forTest(t)
+	var store timeline.Source = apiSource{t, exp}
 	quotaNamespace(t, ns)
 
 	labels := map[string]string{"app": "tl"}
@@ -173,9 +174,8 @@ func TestTimelineQuotaBlockedRollout(t *testing.T) {
 		t.Errorf("?trace_id= found %d episodes, want generation 2", len(byTrace))
 	}
 
-	// The binary built from this tree serves the store's counters, and the
-	// timelines collector runs.
-	mfs := shared.forTest(t).scrape()
+	// The store's counters are served, and the timelines collector runs.
+	mfs := exp.scrape()
 	for _, name := range []string{"kube_convergence_timeline_entries_dropped_total", "kube_convergence_timeline_episodes_evicted_total"} {
 		if _, ok := value(mfs, name, nil); !ok {
 			t.Errorf("%s not served", name)
@@ -194,7 +194,8 @@ func TestTimelineQuotaBlockedRollout(t *testing.T) {
 // after creation on both clocks, and a ready endpoint of the Service.
 func TestTimelineRolloutEvidence(t *testing.T) {
 	ctx := context.Background()
-	store, reg := runTimelines(t)
+	exp := shared.forTest(t)
+	var store timeline.Source = apiSource{t, exp}
 	ns := namespace(t, "timeline-evidence")
 	service(t, ns, "web")
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "web", 2, demo.Delays(podCreateDelay, podReadyDelay)), metav1.CreateOptions{}); err != nil {
@@ -211,14 +212,7 @@ func TestTimelineRolloutEvidence(t *testing.T) {
 	})
 	t.Logf("%d entries: %v", len(ep.Entries), entryTypes(ep))
 
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		byName[mf.GetName()] = mf
-	}
+	byName := exp.scrape()
 	for _, st := range ep.Stages {
 		if !st.Reached || st.DurationSeconds == nil || st.At == nil {
 			t.Errorf("stage %s: reached %v, duration %v", st.Stage, st.Reached, st.DurationSeconds)
