@@ -15,6 +15,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
@@ -315,4 +318,71 @@ func lastOf(ep timeline.Episode, t timeline.EntryType) *timeline.Entry {
 		}
 	}
 	return nil
+}
+
+// TestTimelineCustomResourceConditions: a custom resource written by
+// e2e-writer whose controller reports Ready=False with a message (markup,
+// kept as text), then Ready=True. Its timeline, read from the API of an
+// exporter configured to track the resource, has the write with its
+// manager, each condition change with its reason and message, and the
+// close.
+func TestTimelineCustomResourceConditions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
+	t.Cleanup(func() { _ = dyn.Resource(crdGVR).Delete(context.Background(), "gizmos."+resGroup, metav1.DeleteOptions{}) })
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Gizmo", "gizmos", "Namespaced", true, "v1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, "resources:\n  - {group: e2e.kce.io, resource: gizmos}\n"))
+	e.waitReady(60 * time.Second)
+	eventually(t, 30*time.Second, "gizmos tracked", func() (bool, string) {
+		v, _ := value(e.scrape(), "kube_convergence_resource_state", map[string]string{"resource": "gizmos.e2e.kce.io", "state": "tracking"})
+		return v == 1, fmt.Sprint(v)
+	})
+	ctl := testController{t: t, kind: "Gizmo", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "gizmos"}).Namespace("default")}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": resGroup + "/v1", "kind": "Gizmo", "metadata": map[string]any{"name": "g1"}, "spec": map[string]any{"size": int64(1)}}}
+	if _, err := ctl.dyn.Create(ctx, obj, metav1.CreateOptions{FieldManager: "e2e-writer"}); err != nil {
+		t.Fatal(err)
+	}
+	const note = "<script>alert(1)</script> waiting for the issuer"
+	notReady := condition("Ready", "False", 0)
+	notReady["message"] = note
+	src := apiSource{t, e}
+	eventually(t, 20*time.Second, "the episode open", func() (bool, string) {
+		n := len(src.List(timeline.Query{Kind: "Gizmo.e2e.kce.io"}, time.Now()))
+		return n == 1, fmt.Sprint(n, " episodes")
+	})
+	ctl.setStatus(ctx, "g1", statusOf(1, notReady))
+	eventually(t, 20*time.Second, "Ready=False recorded", func() (bool, string) {
+		eps := src.Object("Gizmo.e2e.kce.io", "default", "g1", time.Now())
+		return len(eps) == 1 && lastOf(eps[0], timeline.EntryCondition) != nil, fmt.Sprint(len(eps), " episodes")
+	})
+	ctl.setStatus(ctx, "g1", statusOf(1, condition("Ready", "True", 0)))
+	var ep timeline.Episode
+	eventually(t, 20*time.Second, "the episode converged", func() (bool, string) {
+		eps := src.Object("Gizmo.e2e.kce.io", "default", "g1", time.Now())
+		if len(eps) != 1 {
+			return false, fmt.Sprint(len(eps), " episodes")
+		}
+		ep = eps[0]
+		return ep.Outcome == "converged", ep.State
+	})
+	t.Logf("%d entries: %v", len(ep.Entries), entryTypes(ep))
+	if w := firstOf(ep, timeline.EntryWrite); w == nil || w.Generation != 1 || !slices.Contains(w.Managers, "e2e-writer") || w.APITime == nil {
+		t.Errorf("write entry = %+v, want generation 1 by e2e-writer with its API time", w)
+	}
+	var conds []string
+	for _, en := range ep.Entries {
+		if en.Type == timeline.EntryCondition {
+			conds = append(conds, en.Reason+" "+en.Message)
+			if en.APITime == nil {
+				t.Errorf("condition entry %s without its lastTransitionTime", en.Reason)
+			}
+		}
+	}
+	if want := []string{"Ready=False Test: " + note, "Ready=True Test: set by the e2e controller"}; !slices.Equal(conds, want) {
+		t.Errorf("condition entries = %q, want %q", conds, want)
+	}
 }

@@ -511,10 +511,11 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 		c.logger.Warn("cannot read observedGeneration: judged without the observed stage", "resource", name, "namespace", o.Namespace, "name", o.Name, "err", o.DecodeError)
 	}
 	w := records.Custom(o, r.kind, r.conv)
+	old, _ := oldObj.(*records.CustomObject)
+	c.timelineConditions(old, o, now)
 	evs := c.tr.Observe(w, now, notLive)
 	c.ep.Observe(evs, c.logger)
-	old, _ := oldObj.(*records.CustomObject)
-	c.timelineObject(old, o, evs, now)
+	c.timelineObject(o, evs, now)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
 		line := cd.Type + "=" + cd.Status + " " + cd.Reason + ": " + cd.Message

@@ -13,21 +13,29 @@ import (
 // condition changes of the open episodes (call before Start).
 func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
 
-// timelineObject records, for the open episode of a custom resource, the
-// write that moved its generation (the store keeps one per generation),
-// its readiness and kstatus conditions when their status, reason or
-// message changed from old (all of them when this record opened the
-// episode), and what holds it now. c.mu is held.
-func (c *Collector) timelineObject(old, o *records.CustomObject, evs []tracker.Event, now time.Time) {
+// timelineConditions records, before the record is observed, the
+// conditions of o whose status, reason or message changed from old in the
+// open episode: the change that converges it must be recorded before the
+// episode closes. c.mu is held.
+func (c *Collector) timelineConditions(old, o *records.CustomObject, now time.Time) {
+	if c.tl == nil || old == nil || !c.tl.Open(string(o.UID)) {
+		return
+	}
+	for _, e := range conditionEntries(old, o) {
+		e.Time = now
+		c.tl.Add(string(o.UID), e)
+	}
+}
+
+// timelineObject records, after the record is observed, the write that
+// moved its generation (the store keeps one per generation), every
+// condition when the record opened the episode (the state it starts
+// from), and what holds it now. c.mu is held.
+func (c *Collector) timelineObject(o *records.CustomObject, evs []tracker.Event, now time.Time) {
 	if c.tl == nil {
 		return
 	}
 	uid := string(o.UID)
-	for _, ev := range evs {
-		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == uid {
-			old = nil // the state it starts from is news to its timeline
-		}
-	}
 	if !c.tl.Open(uid) {
 		return
 	}
@@ -40,9 +48,13 @@ func (c *Collector) timelineObject(old, o *records.CustomObject, evs []tracker.E
 		w.APITime = &at
 	}
 	c.tl.Add(uid, w)
-	for _, e := range conditionEntries(old, o) {
-		e.Time = now
-		c.tl.Add(uid, e)
+	for _, ev := range evs {
+		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == uid {
+			for _, e := range conditionEntries(nil, o) {
+				e.Time = now
+				c.tl.Add(uid, e)
+			}
+		}
 	}
 	if st, ok := c.tr.Blocking(uid, now); ok {
 		c.tl.Block(uid, string(st.Stage), st.Reason, now)
