@@ -330,7 +330,9 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
-	t.Cleanup(func() { _ = dyn.Resource(crdGVR).Delete(context.Background(), "gizmos."+resGroup, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(crdGVR).Delete(context.Background(), "gizmos."+resGroup, metav1.DeleteOptions{})
+	})
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Gizmo", "gizmos", "Namespaced", true, "v1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
