@@ -43,8 +43,7 @@ func (c *Collector) timelineObject(o *records.CustomObject, evs []tracker.Event,
 	if o.WriteManagers != "" {
 		w.Managers = strings.Split(o.WriteManagers, "\n")
 	}
-	if !o.WriteTime.IsZero() {
-		at := o.WriteTime
+	if at := o.WriteTime(); !at.IsZero() {
 		w.APITime = &at
 	}
 	c.tl.Add(uid, w)
