@@ -159,6 +159,9 @@ kube-convergence-exporter demo is running. Where to look:
   Exporter      http://%[1]s/           (landing page)
                 http://%[1]s/metrics    (the metrics)
                 http://%[1]s/readyz     (readiness, per collector)
+                http://%[1]s/timelines  (each rollout's evidence: writes, pods, events, stages; slowest and stalled first)
+                http://%[1]s/timelines/deploy/demo-quota/over-quota  (a quota-blocked rollout)
+                curl -s 'http://%[1]s/api/v1/timelines?state=stalled'
   Prometheus    %[2]s   (HTTP API; the web UI needs assets that Go alone does not build)
                 curl -s '%[2]s/api/v1/query' --data-urlencode 'query=histogram_quantile(0.9, sum by (le, kind, stage) (rate(kube_convergence_rollout_duration_seconds_bucket[5m])))'
                 curl -s '%[2]s/api/v1/query' --data-urlencode 'query=kube_convergence_rollout_stalled_seconds'
