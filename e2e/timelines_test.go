@@ -195,11 +195,14 @@ func TestTimelineQuotaBlockedRollout(t *testing.T) {
 // duration histogram observed, and per pod the evidence in order on the
 // exporter's clock: created, scheduled on the kwok node, Ready about 3 s
 // after creation on both clocks, and a ready endpoint of the Service.
+// Meanwhile, another Deployment's pod cannot be scheduled
+// (checkUnschedulable).
 func TestTimelineRolloutEvidence(t *testing.T) {
 	ctx := context.Background()
 	exp := shared.forTest(t)
 	var store timeline.Source = apiSource{t, exp}
 	ns := namespace(t, "timeline-evidence")
+	unschedulable(t, namespace(t, "timeline-unsched"))
 	service(t, ns, "web")
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "web", 2, demo.Delays(podCreateDelay, podReadyDelay)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -279,6 +282,7 @@ func TestTimelineRolloutEvidence(t *testing.T) {
 			t.Errorf("pod %s: evidence out of order", uid)
 		}
 	}
+	checkUnschedulable(t, store, "timeline-unsched")
 }
 
 func countEvents(ep timeline.Episode, reason string) int {
@@ -387,4 +391,46 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	if want := []string{"Ready=False Test: " + note, "Ready=True Test: set by the e2e controller"}; !slices.Equal(conds, want) {
 		t.Errorf("condition entries = %q, want %q", conds, want)
 	}
+}
+
+// unschedulable creates a Deployment whose pod selects a node that does
+// not exist.
+func unschedulable(t *testing.T, ns string) {
+	t.Helper()
+	d := demo.Deployment(ns, "web", 1, nil)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kce-e2e/pool": "nowhere"}
+	if _, err := client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkUnschedulable: the timeline of unschedulable's Deployment shows the
+// pod created, the scheduler's Unschedulable verdict with its message and
+// its FailedScheduling Warning Event about the pod, and the episode held at
+// available (the pod counts as updated once created) for that reason.
+func checkUnschedulable(t *testing.T, src timeline.Source, ns string) {
+	t.Helper()
+	var ep timeline.Episode
+	var sched *timeline.Entry
+	eventually(t, 30*time.Second, "the Unschedulable verdict recorded", func() (bool, string) {
+		eps := src.List(timeline.Query{Namespace: ns}, time.Now())
+		if len(eps) != 1 {
+			return false, fmt.Sprint(len(eps), " episodes")
+		}
+		ep = eps[0]
+		sched = lastOf(ep, timeline.EntryScheduled)
+		return sched != nil && ep.Reason == "unschedulable", fmt.Sprintf("reason %s, entries %v", ep.Reason, entryTypes(ep))
+	})
+	t.Logf("entries %v; scheduler: %q", entryTypes(ep), sched.Message)
+	if sched.Reason != "Unschedulable" || sched.Node != "" || !strings.Contains(sched.Message, "didn't match Pod's node affinity/selector") ||
+		sched.Object == nil || sched.Object.Kind != "Pod" || sched.APITime == nil {
+		t.Errorf("scheduled entry = %+v, want the pod Unschedulable with the scheduler's message and its time", sched)
+	}
+	if ep.Stage != "available" {
+		t.Errorf("held at %s, want available", ep.Stage)
+	}
+	eventually(t, 30*time.Second, "the FailedScheduling event recorded", func() (bool, string) {
+		eps := src.List(timeline.Query{Namespace: ns}, time.Now())
+		return len(eps) == 1 && countEvents(eps[0], "FailedScheduling") >= 1, fmt.Sprint(entryTypes(eps[0]))
+	})
 }
