@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -329,7 +330,7 @@ func lastOf(ep timeline.Episode, t timeline.EntryType) *timeline.Entry {
 // kept as text), then Ready=True. Its timeline, read from the API of an
 // exporter configured to track the resource, has the write with its
 // manager, each condition change with its reason and message, and the
-// close.
+// close; with the retries collector disabled, a Warning Event about it.
 func TestTimelineCustomResourceConditions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -340,7 +341,9 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Gizmo", "gizmos", "Namespaced", true, "v1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, "resources:\n  - {group: e2e.kce.io, resource: gizmos}\n"))
+	// retries disabled: the timelines collector reads Warning Events alone.
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t,
+		"collectors: {retries: {enabled: false}}\nresources:\n  - {group: e2e.kce.io, resource: gizmos}\n"))
 	e.waitReady(60 * time.Second)
 	eventually(t, 30*time.Second, "gizmos tracked", func() (bool, string) {
 		v, _ := value(e.scrape(), "kube_convergence_resource_state", map[string]string{"resource": "gizmos.e2e.kce.io", "state": "tracking"})
@@ -349,7 +352,8 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	ctl := testController{t: t, kind: "Gizmo", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "gizmos"}).Namespace("default")}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": resGroup + "/v1", "kind": "Gizmo", "metadata": map[string]any{"name": "g1"}, "spec": map[string]any{"size": int64(1)}}}
-	if _, err := ctl.dyn.Create(ctx, obj, metav1.CreateOptions{FieldManager: "e2e-writer"}); err != nil {
+	created, err := ctl.dyn.Create(ctx, obj, metav1.CreateOptions{FieldManager: "e2e-writer"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	const note = "<script>alert(1)</script> waiting for the issuer"
@@ -359,6 +363,21 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	eventually(t, 20*time.Second, "the episode open", func() (bool, string) {
 		n := len(src.List(timeline.Query{Kind: "Gizmo.e2e.kce.io"}, time.Now()))
 		return n == 1, fmt.Sprint(n, " episodes")
+	})
+	// Its controller's complaint, as a Warning Event about it.
+	warn := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g1.warning"},
+		EventTime: metav1.NewMicroTime(time.Now()), ReportingController: "e2e-gizmo-controller", ReportingInstance: "e2e",
+		Action: "Reconcile", Reason: "IssuerNotReady", Type: corev1.EventTypeWarning, Note: "<img src=x onerror=alert(1)> issuer missing",
+		Regarding: corev1.ObjectReference{APIVersion: resGroup + "/v1", Kind: "Gizmo", Namespace: "default", Name: "g1", UID: created.GetUID()}}
+	if _, err := client.EventsV1().Events("default").Create(ctx, warn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.EventsV1().Events("default").Delete(context.Background(), "g1.warning", metav1.DeleteOptions{})
+	})
+	eventually(t, 20*time.Second, "the Warning Event recorded", func() (bool, string) {
+		eps := src.Object("Gizmo.e2e.kce.io", "default", "g1", time.Now())
+		return len(eps) == 1 && countEvents(eps[0], "IssuerNotReady") == 1, fmt.Sprint(len(eps), " episodes")
 	})
 	ctl.setStatus(ctx, "g1", statusOf(1, notReady))
 	eventually(t, 20*time.Second, "Ready=False recorded", func() (bool, string) {
@@ -390,6 +409,9 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	}
 	if want := []string{"Ready=False Test: " + note, "Ready=True Test: set by the e2e controller"}; !slices.Equal(conds, want) {
 		t.Errorf("condition entries = %q, want %q", conds, want)
+	}
+	if ev := lastOf(ep, timeline.EntryEvent); ev == nil || ev.Message != warn.Note || ev.Controller != "e2e-gizmo-controller" || ev.Count != 1 || ev.Object.UID != string(created.GetUID()) {
+		t.Errorf("event entry = %+v, want the Warning about g1 with its note", ev)
 	}
 }
 
