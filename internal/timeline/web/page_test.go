@@ -150,6 +150,10 @@ func TestObjectPage(t *testing.T) {
 	if !strings.Contains(body, "unknown kind &#34;pods&#34;: accepted Deployment (deployment, deploy") {
 		t.Errorf("400 page:\n%s", body)
 	}
+	resp, icon := fetch(t, srv, IconPath)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(icon, "<svg") {
+		t.Errorf("GET %s = %d %s", IconPath, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	resp, css := fetch(t, srv, StylePath)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/css; charset=utf-8" || !strings.Contains(css, "svg.waterfall") {
 		t.Errorf("GET %s = %d %s", StylePath, resp.StatusCode, resp.Header.Get("Content-Type"))

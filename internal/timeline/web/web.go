@@ -29,6 +29,7 @@ const (
 	APIPath   = "/api/v1/timelines"
 	PagePath  = "/timelines"
 	StylePath = "/timelines/style.css"
+	IconPath  = "/timelines/favicon.svg"
 )
 
 // Options configure the handlers.
@@ -64,7 +65,10 @@ func Register(mux *http.ServeMux, o Options) {
 	})
 	mux.HandleFunc("GET "+PagePath, h.listPage)
 	mux.HandleFunc("GET "+PagePath+"/{kind}/{namespace}/{name}", h.objectPage)
-	mux.HandleFunc("GET "+StylePath, h.serveStyle)
+	mux.HandleFunc("GET "+StylePath, asset("assets/timelines.css", "text/css; charset=utf-8"))
+	// Without an icon of its own, a browser asks for /favicon.ico and logs
+	// the 404 as an error.
+	mux.HandleFunc("GET "+IconPath, asset("assets/favicon.svg", "image/svg+xml"))
 }
 
 // Reserved reports whether p is a path Register may mount, so that a
@@ -84,7 +88,6 @@ type handler struct {
 	now    func() time.Time
 	custom []string
 	prefix string // path of the external URL, without its trailing slash
-	css    []byte
 }
 
 func newHandler(o Options) *handler {
@@ -95,11 +98,6 @@ func newHandler(o Options) *handler {
 	if u, err := url.Parse(o.ExternalURL); err == nil {
 		h.prefix = strings.TrimRight(u.Path, "/")
 	}
-	style, err := assets.ReadFile("assets/timelines.css")
-	if err != nil {
-		panic(err) // embedded: cannot fail
-	}
-	h.css = style
 	return h
 }
 
@@ -141,9 +139,16 @@ func pathNamespace(ns string) string {
 	return ns
 }
 
-func (h *handler) serveStyle(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
-	w.Header().Set("Cache-Control", "max-age=3600")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(h.css)
+// asset serves an embedded file.
+func asset(name, contentType string) http.HandlerFunc {
+	b, err := assets.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded: only a typo in this file gets here
+	}
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Cache-Control", "max-age=3600")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(b)
+	}
 }

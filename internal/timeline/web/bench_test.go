@@ -1,0 +1,102 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+)
+
+// retainedEpisodes is a full store at the default --timelines.retained:
+// 1000 episodes over 20 namespaces and the three workload kinds, each
+// with entries entries (a 3-replica rollout records about 20: the write,
+// a ReplicaSet, per pod its creation, binding, readiness and endpoint,
+// the stages and the close; --timelines.max-entries caps at 200).
+func retainedEpisodes(entries int) []timeline.Episode {
+	kinds := []string{"Deployment", "StatefulSet", "DaemonSet"}
+	eps := make([]timeline.Episode, 0, 1000)
+	for i := range 1000 {
+		uid := fmt.Sprintf("0b6f3c7e-%04d-4d1a-9f57-6c0f1e8a%04d", i, i)
+		start := t0.Add(time.Duration(i) * time.Second)
+		d := float64(i%97) + 0.5
+		ep := timeline.Episode{
+			Kind: kinds[i%3], Namespace: fmt.Sprintf("team-%02d", i%20), Name: fmt.Sprintf("service-%04d", i), UID: uid,
+			Generation: int64(i%7 + 1), Target: int64(i%7 + 1), Change: "template", State: timeline.StateClosed, Outcome: "converged",
+			Start: start, APIStart: start.Truncate(time.Second), End: at(time.Duration(i)*time.Second + time.Duration(d*float64(time.Second))), DurationSeconds: d,
+			TraceID: timeline.TraceID(uid, int64(i%7+1)),
+			Stages:  []timeline.StageTiming{reached("observed", d/20), reached("updated", d/3), reached("available", d*0.8), reached("endpoints_ready", d)},
+		}
+		switch {
+		case i%50 == 0:
+			ep.State, ep.Outcome, ep.End, ep.Stage, ep.Reason = timeline.StateStalled, "", nil, "available", "replica_failure"
+		case i%10 == 0:
+			ep.Outcome = "superseded"
+		}
+		for j := range entries {
+			apiTime := start.Truncate(time.Second)
+			ep.Entries = append(ep.Entries, timeline.Entry{
+				Time: start.Add(time.Duration(j) * 10 * time.Millisecond), APITime: &apiTime, Type: timeline.EntryReady,
+				Object: &timeline.ObjectRef{Kind: "Pod", Namespace: ep.Namespace, Name: ep.Name + "-7c9d5f-" + strconv.Itoa(j), UID: uid},
+				Node:   "kwok-node-0", Reason: "ready", Message: "containers with unready status: [app]",
+			})
+		}
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+// discard is a ResponseWriter that counts the bytes of the answer.
+type discard struct {
+	header http.Header
+	code   int
+	n      int
+}
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { d.n += len(b); return len(b), nil }
+func (d *discard) WriteHeader(code int)        { d.code = code }
+
+// BenchmarkAPI is the latency of the API at 1000 retained episodes (issue
+// 17: p99 < 50 ms), from the request to the last byte of the answer, the
+// handler and the Source's filtering, sorting and copying included, the
+// network not. It reports ns/op, a p99 over the b.N requests and the size
+// of an answer. docs/benchmarks.md has the numbers.
+func BenchmarkAPI(b *testing.B) {
+	for _, entries := range []int{20, 200} {
+		src := &fakeSource{eps: retainedEpisodes(entries)}
+		mux := http.NewServeMux()
+		Register(mux, Options{Source: src, Now: func() time.Time { return t0.Add(time.Hour) }})
+		for _, bc := range []struct{ name, path string }{
+			{"list_default", APIPath},
+			{"list_filtered", APIPath + "?namespace=team-07&kind=deploy&outcome=converged&state=closed&sort=start&limit=50"},
+			{"list_1000", APIPath + "?limit=1000"},
+			{"object", APIPath + "/deployments.apps/team-03/service-0123"},
+			{"page", PagePath},
+		} {
+			b.Run(fmt.Sprintf("%s/entries=%d", bc.name, entries), func(b *testing.B) {
+				req := httptest.NewRequest(http.MethodGet, bc.path, nil)
+				lat := make([]time.Duration, 0, b.N)
+				var size int
+				b.ReportAllocs()
+				for b.Loop() {
+					w := &discard{header: http.Header{}}
+					t := time.Now()
+					mux.ServeHTTP(w, req)
+					lat = append(lat, time.Since(t))
+					if w.code != 0 && w.code != http.StatusOK {
+						b.Fatalf("GET %s = %d", bc.path, w.code)
+					}
+					size = w.n
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(size), "B/answer")
+			})
+		}
+	}
+}
