@@ -58,9 +58,11 @@ type pageBar struct {
 
 // pageReport is what the browser reports of a timeline page.
 type pageReport struct {
-	Bars    []pageBar `json:"bars"`    // of the first (newest) episode's waterfall
-	Scripts int       `json:"scripts"` // script elements
-	Text    string    `json:"text"`    // the body's text
+	Bars     []pageBar `json:"bars"`     // of the first (newest) episode's waterfall
+	Scripts  int       `json:"scripts"`  // script elements
+	Text     string    `json:"text"`     // the body's text
+	Managers []string  `json:"managers"` // the text of each field-manager list
+	Messages []string  `json:"messages"` // the text of each Event note or condition message
 }
 
 const pageReportJS = `(() => {
@@ -70,7 +72,9 @@ const pageReportJS = `(() => {
     const b = r.getBoundingClientRect();
     return {stage: r.dataset.stage, width: b.width, x: b.left - area};
   }) : [];
-  return {bars: bars, scripts: document.querySelectorAll('script').length, text: document.body.innerText};
+  const texts = sel => Array.from(document.querySelectorAll(sel)).map(e => e.textContent);
+  return {bars: bars, scripts: document.querySelectorAll('script').length, text: document.body.innerText,
+    managers: texts('.managers'), messages: texts('.message')};
 })()`
 
 // openTimelinePage opens url in headless Chromium and returns what the
@@ -176,9 +180,10 @@ func getJSON(ctx context.Context, t *testing.T, url string, v any) http.Header {
 // checkTimelinePage opens the page of one object in Chromium: its newest
 // episode's waterfall has one bar per stage reached, each as wide as the
 // API's durationSeconds say (± 1 px); every text in texts is shown as
-// text; nothing runs, nothing is blocked, nothing leaves the exporter; the
-// page carries the CSP header.
-func checkTimelinePage(ctx context.Context, t *testing.T, base, kind, namespace, name string, texts []string) {
+// text, and so are managers and messages (if given) in a field-manager
+// list and in an Event note or condition message; nothing runs, nothing is
+// blocked, nothing leaves the exporter; the page carries the CSP header.
+func checkTimelinePage(ctx context.Context, t *testing.T, base, kind, namespace, name string, texts, managers, messages []string) {
 	t.Helper()
 	path := "/" + url.PathEscape(kind) + "/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
 	var api struct {
@@ -221,6 +226,16 @@ func checkTimelinePage(ctx context.Context, t *testing.T, base, kind, namespace,
 	for _, s := range texts {
 		if !strings.Contains(rep.Text, s) {
 			t.Errorf("the page does not show %q as text", s)
+		}
+	}
+	for _, c := range []struct {
+		what       string
+		want, have []string
+	}{{"field managers", managers, rep.Managers}, {"messages", messages, rep.Messages}} {
+		for _, s := range c.want {
+			if !slices.ContainsFunc(c.have, func(h string) bool { return strings.Contains(h, s) }) {
+				t.Errorf("no %s shown as the text %q: %q", c.what, s, c.have)
+			}
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/timelines"+path, nil)

@@ -72,6 +72,6 @@ func TestTimelinesPageInChromiumLiteral(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	checkTimelinePage(ctx, t, srv.URL, "deployments.apps", "e2e", "web", []string{xss, "FailedCreate"})
-	checkTimelinePage(ctx, t, srv.URL, "Certificate.cert-manager.io", "e2e", "tls", []string{xss, "waiting: condition_false"})
+	checkTimelinePage(ctx, t, srv.URL, "deployments.apps", "e2e", "web", []string{"FailedCreate"}, []string{xss}, []string{xss})
+	checkTimelinePage(ctx, t, srv.URL, "Certificate.cert-manager.io", "e2e", "tls", []string{"waiting: condition_false"}, nil, []string{xss})
 }
