@@ -10,44 +10,52 @@ import (
 	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
-// retainedEpisodes is a full store at the default --timelines.retained:
-// 1000 episodes over 20 namespaces and the three workload kinds, each
-// with entries entries (a 3-replica rollout records about 20: the write,
-// a ReplicaSet, per pod its creation, binding, readiness and endpoint,
-// the stages and the close; --timelines.max-entries caps at 200).
-func retainedEpisodes(entries int) []timeline.Episode {
-	kinds := []string{"Deployment", "StatefulSet", "DaemonSet"}
-	eps := make([]timeline.Episode, 0, 1000)
+// retainedStore is a full timeline store at the default
+// --timelines.retained: 1000 episodes (980 closed, 20 stalled and open)
+// over 20 namespaces and the three workload kinds, fed as the collectors
+// feed it, each with entries entries of evidence (a 3-replica rollout
+// records about 20: the write, a ReplicaSet, per pod its creation,
+// binding, readiness and endpoint, the stages and the close;
+// --timelines.max-entries caps at 200).
+func retainedStore(entries int) *timeline.Store {
+	s := timeline.NewStore(timeline.Config{})
+	kinds := []tracker.Kind{tracker.Deployment, tracker.StatefulSet, tracker.DaemonSet}
 	for i := range 1000 {
 		uid := fmt.Sprintf("0b6f3c7e-%04d-4d1a-9f57-6c0f1e8a%04d", i, i)
 		start := t0.Add(time.Duration(i) * time.Second)
-		d := float64(i%97) + 0.5
-		ep := timeline.Episode{
-			Kind: kinds[i%3], Namespace: fmt.Sprintf("team-%02d", i%20), Name: fmt.Sprintf("service-%04d", i), UID: uid,
-			Generation: int64(i%7 + 1), Target: int64(i%7 + 1), Change: "template", State: timeline.StateClosed, Outcome: "converged",
-			Start: start, APIStart: start.Truncate(time.Second), End: at(time.Duration(i)*time.Second + time.Duration(d*float64(time.Second))), DurationSeconds: d,
-			TraceID: timeline.TraceID(uid, int64(i%7+1)),
-			Stages:  []timeline.StageTiming{reached("observed", d/20), reached("updated", d/3), reached("available", d*0.8), reached("endpoints_ready", d)},
+		d := time.Duration(float64(i%97)+0.5) * time.Second
+		ep := tracker.Episode{
+			Kind: kinds[i%3], UID: uid, Namespace: fmt.Sprintf("team-%02d", i%20), Name: fmt.Sprintf("service-%04d", i),
+			Generation: int64(i%7 + 1), Target: int64(i%7 + 1), Change: tracker.ChangeTemplate, Start: start, APIStart: start.Truncate(time.Second),
 		}
-		switch {
-		case i%50 == 0:
-			ep.State, ep.Outcome, ep.End, ep.Stage, ep.Reason = timeline.StateStalled, "", nil, "available", "replica_failure"
-		case i%10 == 0:
-			ep.Outcome = "superseded"
-		}
-		for j := range entries {
-			apiTime := start.Truncate(time.Second)
-			ep.Entries = append(ep.Entries, timeline.Entry{
+		s.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: start}})
+		apiTime := start.Truncate(time.Second)
+		s.Add(uid, timeline.Entry{Time: start, APITime: &apiTime, Type: timeline.EntryWrite, Generation: ep.Generation, Managers: []string{"kubectl-client-side-apply"}})
+		for j := range entries - 1 {
+			s.Add(uid, timeline.Entry{
 				Time: start.Add(time.Duration(j) * 10 * time.Millisecond), APITime: &apiTime, Type: timeline.EntryReady,
-				Object: &timeline.ObjectRef{Kind: "Pod", Namespace: ep.Namespace, Name: ep.Name + "-7c9d5f-" + strconv.Itoa(j), UID: uid},
+				Object: &timeline.ObjectRef{Kind: "Pod", Namespace: ep.Namespace, Name: ep.Name + "-7c9d5f-" + strconv.Itoa(j)},
 				Node:   "kwok-node-0", Reason: "ready", Message: "containers with unready status: [app]",
 			})
 		}
-		eps = append(eps, ep)
+		reach := func(st tracker.Stage, d time.Duration) tracker.Event {
+			return tracker.Event{Type: tracker.StageReached, Episode: ep, Stage: st, Duration: d, At: start.Add(d)}
+		}
+		s.ObserveEpisodes([]tracker.Event{reach(tracker.StageObserved, d/20), reach(tracker.StageUpdated, d/3)})
+		if i%50 == 0 {
+			s.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeStalled, Episode: ep, Stage: tracker.StageAvailable, Reason: tracker.ReasonReplicaFailure, At: start.Add(5 * time.Minute)}})
+			continue
+		}
+		out := tracker.OutcomeConverged
+		if i%10 == 0 {
+			out = tracker.OutcomeSuperseded
+		}
+		s.ObserveEpisodes([]tracker.Event{reach(tracker.StageAvailable, d*4/5), reach(tracker.StageEndpointsReady, d), {Type: tracker.EpisodeClosed, Episode: ep, Outcome: out, At: start.Add(d)}})
 	}
-	return eps
+	return s
 }
 
 // discard is a ResponseWriter that counts the bytes of the answer.
@@ -63,12 +71,15 @@ func (d *discard) WriteHeader(code int)        { d.code = code }
 
 // BenchmarkAPI is the latency of the API at 1000 retained episodes (issue
 // 17: p99 < 50 ms), from the request to the last byte of the answer, the
-// handler and the Source's filtering, sorting and copying included, the
+// handler and the store's filtering, sorting and copying included, the
 // network not. It reports ns/op, a p99 over the b.N requests and the size
 // of an answer. docs/benchmarks.md has the numbers.
 func BenchmarkAPI(b *testing.B) {
 	for _, entries := range []int{20, 200} {
-		src := &fakeSource{eps: retainedEpisodes(entries)}
+		src := retainedStore(entries)
+		if n := len(src.List(timeline.Query{}, t0)); n != 1000 {
+			b.Fatalf("%d episodes in the store, want 1000", n)
+		}
 		mux := http.NewServeMux()
 		Register(mux, Options{Source: src, Now: func() time.Time { return t0.Add(time.Hour) }})
 		for _, bc := range []struct{ name, path string }{
