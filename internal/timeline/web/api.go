@@ -10,11 +10,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
-// items is the answer of both endpoints (written by appendItems).
-type items struct {
-	Items []timeline.Episode `json:"items"`
-}
-
 // apiError is the body of every error of the API.
 type apiError struct {
 	// Code repeats the HTTP status.

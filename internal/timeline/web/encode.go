@@ -18,19 +18,6 @@ import (
 // formatting time.Time values through their MarshalJSON and re-checking
 // the output (BenchmarkAPI, docs/benchmarks.md).
 
-// appendItems appends {"items":[...]} and a newline, as json.Encoder does
-// (writeItems writes the same, an episode at a time).
-func appendItems(b []byte, eps []timeline.Episode) []byte {
-	b = append(b, `{"items":[`...)
-	for i := range eps {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendEpisode(b, &eps[i])
-	}
-	return append(b, "]}\n"...)
-}
-
 func appendEpisode(b []byte, e *timeline.Episode) []byte {
 	b = append(b, `{"kind":`...)
 	b = appendString(b, e.Kind)
