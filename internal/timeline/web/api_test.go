@@ -26,8 +26,14 @@ func newServer(t *testing.T) (*httptest.Server, *fakeSource) {
 	return srv, src
 }
 
+// answer is a response, read and closed.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // fetch GETs path and returns the response and its body.
-func fetch(t *testing.T, srv *httptest.Server, path string) (*http.Response, string) {
+func fetch(t *testing.T, srv *httptest.Server, path string) (answer, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+path, nil)
 	if err != nil {
@@ -42,7 +48,7 @@ func fetch(t *testing.T, srv *httptest.Server, path string) (*http.Response, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header}, string(b)
 }
 
 // fetchJSON GETs an API path, checks the status and the headers every

@@ -93,7 +93,7 @@ func BenchmarkAPI(b *testing.B) {
 			{"page", PagePath},
 		} {
 			b.Run(fmt.Sprintf("%s/entries=%d", bc.name, entries), func(b *testing.B) {
-				req := httptest.NewRequest(http.MethodGet, bc.path, nil)
+				req := httptest.NewRequestWithContext(b.Context(), http.MethodGet, bc.path, nil)
 				// The request's own thread's CPU time: what its latency
 				// would be on a core of its own (GC assists included, the
 				// background GC workers not), where the wall clock of this

@@ -142,9 +142,7 @@ func (h *handler) pageData(title string, now time.Time) pageData {
 	d := pageData{Title: title, Prefix: h.prefix, Now: now}
 	d.Filters.Outcomes, d.Filters.States = outcomes, states
 	d.Filters.Kinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
-	for _, c := range h.custom {
-		d.Filters.Kinds = append(d.Filters.Kinds, c)
-	}
+	d.Filters.Kinds = append(d.Filters.Kinds, h.custom...)
 	return d
 }
 

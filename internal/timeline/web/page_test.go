@@ -91,7 +91,7 @@ func TestListPage(t *testing.T) {
 	if !strings.Contains(stalled, "StatefulSet db/pg") || strings.Contains(stalled, "shop/web") || !strings.Contains(stalled, "ready: replica_failure") {
 		t.Errorf("stalled section:\n%s", stalled)
 	}
-	slowest := body[strings.Index(body, `<section id="slowest">`):]
+	_, slowest, _ := strings.Cut(body, `<section id="slowest">`)
 	order := []string{"Deployment shop/web</a> <span class=\"gen\">generation 3", "Certificate.cert-manager.io shop/tls", "ClusterIssuer.cert-manager.io ca", "Deployment shop/web</a> <span class=\"gen\">generation 2"}
 	last := -1
 	for _, s := range order {
@@ -175,7 +175,7 @@ func TestWaterfallBars(t *testing.T) {
 		{PagePath + "/Certificate.cert-manager.io/shop/tls", map[string]float64{"observed": 90}},
 	} {
 		body := getPage(t, srv, tc.path, http.StatusOK)
-		first := body[:strings.Index(body, "</svg>")] // the newest generation's waterfall
+		first, _, _ := strings.Cut(body, "</svg>") // the newest generation's waterfall
 		bars := barRE.FindAllStringSubmatch(first, -1)
 		if len(bars) != len(tc.want) {
 			t.Errorf("%s: %d bars, want %d", tc.path, len(bars), len(tc.want))
