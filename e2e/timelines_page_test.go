@@ -75,12 +75,19 @@ func TestTimelinesPageInChromium(t *testing.T) {
 	ns := namespace(t, "tl-page")
 	service(t, ns, "web")
 	// Pods Ready 1 s + 3 s after creation: the episode is open for about 4 s
-	// (more with the slice batch period), time for the Event to land in it.
+	// (more with the slice batch period), time to write an Event into it.
 	d, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "web", 2, demo.Delays(time.Second, 3*time.Second)),
 		metav1.CreateOptions{FieldManager: xss})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The store keeps evidence of open episodes only, and the Events
+	// informer may deliver before the Deployments one: write the Event once
+	// the episode is open.
+	eventually(t, 10*time.Second, "the Deployment's episode open", func() (bool, string) {
+		state, _, _ := timelineState(ctx, t, e.url, "deploy", ns, "web")
+		return state == "in_progress", state
+	})
 	ev := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web.xss"},
 		EventTime:  metav1.NewMicroTime(time.Now()), ReportingController: "e2e.kce.io/tl-page", ReportingInstance: "e2e",
