@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
@@ -216,5 +217,26 @@ func TestNewWaterfallEdgeCases(t *testing.T) {
 		if got := formatSeconds(d); got != want {
 			t.Errorf("formatSeconds(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// Behind a reverse proxy that strips the external URL's path, the page's
+// links carry it.
+func TestPageLinksUnderExternalURL(t *testing.T) {
+	mux := http.NewServeMux()
+	Register(mux, Options{Source: &fakeSource{eps: episodes()}, Now: func() time.Time { return t0 }, ExternalURL: "https://ops.example.com/kce/"})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	body := getPage(t, srv, PagePath, http.StatusOK)
+	for _, want := range []string{
+		`<link rel="stylesheet" href="/kce/timelines/style.css">`, `action="/kce/timelines"`,
+		`href="/kce/timelines/Deployment/shop/web"`, `href="/kce/api/v1/timelines?trace_id=`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `href="/timelines`) || strings.Contains(body, "ops.example.com") {
+		t.Error("a link without the external URL's path, or with its host")
 	}
 }
