@@ -22,8 +22,11 @@ const pageLimit = 50
 // exporter's receive times have nanoseconds, API times whole seconds).
 const timeLayout = "2006-01-02 15:04:05.000Z07:00"
 
-// pageParams are the filters of /timelines, the fields of its form.
-var pageParams = []string{"namespace", "kind", "outcome", "state"}
+// pageParams are the filters of /timelines: the fields of its form, and
+// uid and trace_id, the targets of exemplar links (deploy/grafana's
+// datasource sends an exemplar's uid to <external-url>/timelines?uid=...,
+// issue 17).
+var pageParams = []string{"namespace", "kind", "outcome", "state", "uid", "trace_id"}
 
 var pageTemplate = template.Must(template.New("timelines.html").Funcs(template.FuncMap{
 	"px":      func(f float64) string { return fmt.Sprintf("%.2f", f) },
@@ -86,6 +89,21 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Limit, q.Sort = pageLimit, timeline.SortDuration
+	if q.UID != "" || q.TraceID != "" {
+		// One object's episodes (or one trace's), with their evidence, as
+		// on the object's own page: an exemplar links here.
+		q.Sort = timeline.SortStart
+		title := "Episodes of uid " + q.UID + ", newest first"
+		if q.UID == "" {
+			title = "Episode of trace " + q.TraceID
+		}
+		d.Sections = append(d.Sections, section{
+			ID: "matching", Title: title, Empty: "No retained episode matches.",
+			Episodes: h.views(h.src.List(q, now), true),
+		})
+		h.render(w, http.StatusOK, d)
+		return
+	}
 	if q.State == "" || q.State == timeline.StateStalled {
 		stalled := q
 		stalled.State = timeline.StateStalled

@@ -124,7 +124,7 @@ func TestListPage(t *testing.T) {
 	if strings.Contains(body, `id="slowest"`) || !strings.Contains(body, `id="stalled"`) {
 		t.Error("state=stalled: want the stalled section only")
 	}
-	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods"} {
+	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods", "?trace_id=nothex"} {
 		body := getPage(t, srv, PagePath+q, http.StatusBadRequest)
 		if !strings.Contains(body, `<p class="error" role="alert">parameter `) || !strings.Contains(body, `<form class="filters"`) {
 			t.Errorf("%s: no error above the form:\n%s", q, body)
@@ -238,5 +238,27 @@ func TestPageLinksUnderExternalURL(t *testing.T) {
 	}
 	if strings.Contains(body, `href="/timelines`) || strings.Contains(body, "ops.example.com") {
 		t.Error("a link without the external URL's path, or with its host")
+	}
+}
+
+// An exemplar's link, /timelines?uid=..., shows that object's episodes with
+// their entries; ?trace_id= the one episode.
+func TestListPageByUIDAndTrace(t *testing.T) {
+	srv, src := newServer(t)
+	body := getPage(t, srv, PagePath+"?uid=uid-web", http.StatusOK)
+	if q := src.lastQuery(); q != (timeline.Query{UID: "uid-web", Sort: "start", Limit: pageLimit}) {
+		t.Errorf("queried %+v", q)
+	}
+	if strings.Count(body, `<article class="episode`) != 2 || !strings.Contains(body, "Episodes of uid uid-web, newest first") ||
+		!strings.Contains(body, "Entries of generation 3") || strings.Contains(body, `id="stalled"`) {
+		t.Errorf("?uid=: want both generations of shop/web with their entries:\n%s", body)
+	}
+	body = getPage(t, srv, PagePath+"?trace_id="+timeline.TraceID("uid-pg", 7), http.StatusOK)
+	if strings.Count(body, `<article class="episode`) != 1 || !strings.Contains(body, "StatefulSet db/pg") {
+		t.Errorf("?trace_id=: want the StatefulSet's episode:\n%s", body)
+	}
+	body = getPage(t, srv, PagePath+"?uid=nothing", http.StatusOK)
+	if !strings.Contains(body, "No retained episode matches.") {
+		t.Errorf("?uid= of nothing:\n%s", body)
 	}
 }
