@@ -103,14 +103,13 @@ func newHandler(o Options) *handler {
 
 // resolveKind resolves a kind as written. The Kind of a configured
 // custom resource is only known from its CRD: when the configured plural
-// (or a lower-case kind) does not resolve, the kinds of the stored
-// episodes are tried too, and the error lists them. That lists the store,
-// which is rare enough (a custom resource's plural.group or kind.group
-// form, or a bad kind) to be worth not wiring the CRD discovery of the
-// resources collector here.
+// (or a lower-case kind) of a configured group does not resolve, the kinds
+// of the stored episodes are tried too. That lists the whole store (a few
+// ms at 1000 episodes), so only for those forms: not wiring the CRD
+// discovery of the resources collector here is worth it.
 func (h *handler) resolveKind(s string, now time.Time) (string, error) {
 	k, err := timeline.ResolveKind(s, h.custom)
-	if err == nil || len(h.custom) == 0 {
+	if err == nil || !h.configuredGroup(s) {
 		return k, err
 	}
 	seen := append([]string(nil), h.custom...)
@@ -120,6 +119,20 @@ func (h *handler) resolveKind(s string, now time.Time) (string, error) {
 		}
 	}
 	return timeline.ResolveKind(s, seen)
+}
+
+// configuredGroup: s is name.group of a configured custom resource's group.
+func (h *handler) configuredGroup(s string) bool {
+	_, group, ok := strings.Cut(s, ".")
+	if !ok {
+		return false
+	}
+	for _, c := range h.custom {
+		if _, g, _ := strings.Cut(c, "."); strings.EqualFold(g, group) {
+			return true
+		}
+	}
+	return false
 }
 
 // objectNamespace maps the path's namespace to the store's: "_" is
