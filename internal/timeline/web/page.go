@@ -18,9 +18,12 @@ import (
 // page is for a person, the API for everything else.
 const pageLimit = 50
 
-// timeLayout is how the page writes times: UTC with milliseconds (the
-// exporter's receive times have nanoseconds, API times whole seconds).
-const timeLayout = "2006-01-02 15:04:05.000Z07:00"
+// How the page writes times: UTC, receive times with milliseconds (they
+// have nanoseconds), API-side times in whole seconds (all they have).
+const (
+	timeLayout    = "2006-01-02 15:04:05.000Z07:00"
+	apiTimeLayout = "2006-01-02 15:04:05Z07:00"
+)
 
 // pageParams are the filters of /timelines: the fields of its form, and
 // uid and trace_id, the targets of exemplar links (deploy/grafana's
@@ -181,7 +184,7 @@ func (h *handler) views(eps []timeline.Episode, entries bool) []episodeView {
 					ev.Object = e.Object.Kind + " " + objectName(e.Object.Namespace, e.Object.Name)
 				}
 				if e.APITime != nil {
-					ev.APITime = e.APITime.UTC().Format(time.RFC3339)
+					ev.APITime = e.APITime.UTC().Format(apiTimeLayout)
 				}
 				v.Entries = append(v.Entries, ev)
 			}
