@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -195,11 +196,14 @@ func TestTimelineQuotaBlockedRollout(t *testing.T) {
 // duration histogram observed, and per pod the evidence in order on the
 // exporter's clock: created, scheduled on the kwok node, Ready about 3 s
 // after creation on both clocks, and a ready endpoint of the Service.
+// Meanwhile, another Deployment's pod cannot be scheduled
+// (checkUnschedulable).
 func TestTimelineRolloutEvidence(t *testing.T) {
 	ctx := context.Background()
 	exp := shared.forTest(t)
 	var store timeline.Source = apiSource{t, exp}
 	ns := namespace(t, "timeline-evidence")
+	unschedulable(t, namespace(t, "timeline-unsched"))
 	service(t, ns, "web")
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "web", 2, demo.Delays(podCreateDelay, podReadyDelay)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -279,6 +283,7 @@ func TestTimelineRolloutEvidence(t *testing.T) {
 			t.Errorf("pod %s: evidence out of order", uid)
 		}
 	}
+	checkUnschedulable(t, store, "timeline-unsched")
 }
 
 func countEvents(ep timeline.Episode, reason string) int {
@@ -325,7 +330,7 @@ func lastOf(ep timeline.Episode, t timeline.EntryType) *timeline.Entry {
 // kept as text), then Ready=True. Its timeline, read from the API of an
 // exporter configured to track the resource, has the write with its
 // manager, each condition change with its reason and message, and the
-// close.
+// close; with the retries collector disabled, a Warning Event about it.
 func TestTimelineCustomResourceConditions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -336,7 +341,9 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd("Gizmo", "gizmos", "Namespaced", true, "v1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t, "resources:\n  - {group: e2e.kce.io, resource: gizmos}\n"))
+	// retries disabled: the timelines collector reads Warning Events alone.
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+writeConfig(t,
+		"collectors: {retries: {enabled: false}}\nresources:\n  - {group: e2e.kce.io, resource: gizmos}\n"))
 	e.waitReady(60 * time.Second)
 	eventually(t, 30*time.Second, "gizmos tracked", func() (bool, string) {
 		v, _ := value(e.scrape(), "kube_convergence_resource_state", map[string]string{"resource": "gizmos.e2e.kce.io", "state": "tracking"})
@@ -345,7 +352,8 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	ctl := testController{t: t, kind: "Gizmo", dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: "gizmos"}).Namespace("default")}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": resGroup + "/v1", "kind": "Gizmo", "metadata": map[string]any{"name": "g1"}, "spec": map[string]any{"size": int64(1)}}}
-	if _, err := ctl.dyn.Create(ctx, obj, metav1.CreateOptions{FieldManager: "e2e-writer"}); err != nil {
+	created, err := ctl.dyn.Create(ctx, obj, metav1.CreateOptions{FieldManager: "e2e-writer"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	const note = "<script>alert(1)</script> waiting for the issuer"
@@ -355,6 +363,21 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	eventually(t, 20*time.Second, "the episode open", func() (bool, string) {
 		n := len(src.List(timeline.Query{Kind: "Gizmo.e2e.kce.io"}, time.Now()))
 		return n == 1, fmt.Sprint(n, " episodes")
+	})
+	// Its controller's complaint, as a Warning Event about it.
+	warn := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g1.warning"},
+		EventTime: metav1.NewMicroTime(time.Now()), ReportingController: "e2e-gizmo-controller", ReportingInstance: "e2e",
+		Action: "Reconcile", Reason: "IssuerNotReady", Type: corev1.EventTypeWarning, Note: "<img src=x onerror=alert(1)> issuer missing",
+		Regarding: corev1.ObjectReference{APIVersion: resGroup + "/v1", Kind: "Gizmo", Namespace: "default", Name: "g1", UID: created.GetUID()}}
+	if _, err := client.EventsV1().Events("default").Create(ctx, warn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.EventsV1().Events("default").Delete(context.Background(), "g1.warning", metav1.DeleteOptions{})
+	})
+	eventually(t, 20*time.Second, "the Warning Event recorded", func() (bool, string) {
+		eps := src.Object("Gizmo.e2e.kce.io", "default", "g1", time.Now())
+		return len(eps) == 1 && countEvents(eps[0], "IssuerNotReady") == 1, fmt.Sprint(len(eps), " episodes")
 	})
 	ctl.setStatus(ctx, "g1", statusOf(1, notReady))
 	eventually(t, 20*time.Second, "Ready=False recorded", func() (bool, string) {
@@ -387,4 +410,49 @@ func TestTimelineCustomResourceConditions(t *testing.T) {
 	if want := []string{"Ready=False Test: " + note, "Ready=True Test: set by the e2e controller"}; !slices.Equal(conds, want) {
 		t.Errorf("condition entries = %q, want %q", conds, want)
 	}
+	if ev := lastOf(ep, timeline.EntryEvent); ev == nil || ev.Message != warn.Note || ev.Controller != "e2e-gizmo-controller" || ev.Count != 1 || ev.Object.UID != string(created.GetUID()) {
+		t.Errorf("event entry = %+v, want the Warning about g1 with its note", ev)
+	}
+}
+
+// unschedulable creates a Deployment whose pod selects a node that does
+// not exist.
+func unschedulable(t *testing.T, ns string) {
+	t.Helper()
+	d := demo.Deployment(ns, "web", 1, nil)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kce-e2e/pool": "nowhere"}
+	if _, err := client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkUnschedulable: the timeline of unschedulable's Deployment shows the
+// pod created, the scheduler's Unschedulable verdict with its message and
+// its FailedScheduling Warning Event about the pod, and the episode held at
+// available (the pod counts as updated once created) for that reason.
+func checkUnschedulable(t *testing.T, src timeline.Source, ns string) {
+	t.Helper()
+	var ep timeline.Episode
+	var sched *timeline.Entry
+	eventually(t, 30*time.Second, "the Unschedulable verdict recorded", func() (bool, string) {
+		eps := src.List(timeline.Query{Namespace: ns}, time.Now())
+		if len(eps) != 1 {
+			return false, fmt.Sprint(len(eps), " episodes")
+		}
+		ep = eps[0]
+		sched = lastOf(ep, timeline.EntryScheduled)
+		return sched != nil && ep.Reason == "unschedulable", fmt.Sprintf("reason %s, entries %v", ep.Reason, entryTypes(ep))
+	})
+	t.Logf("entries %v; scheduler: %q", entryTypes(ep), sched.Message)
+	if sched.Reason != "Unschedulable" || sched.Node != "" || !strings.Contains(sched.Message, "didn't match Pod's node affinity/selector") ||
+		sched.Object == nil || sched.Object.Kind != "Pod" || sched.APITime == nil {
+		t.Errorf("scheduled entry = %+v, want the pod Unschedulable with the scheduler's message and its time", sched)
+	}
+	if ep.Stage != "available" {
+		t.Errorf("held at %s, want available", ep.Stage)
+	}
+	eventually(t, 30*time.Second, "the FailedScheduling event recorded", func() (bool, string) {
+		eps := src.List(timeline.Query{Namespace: ns}, time.Now())
+		return len(eps) == 1 && countEvents(eps[0], "FailedScheduling") >= 1, fmt.Sprint(entryTypes(eps[0]))
+	})
 }

@@ -282,7 +282,7 @@ func compactPod(p *corev1.Pod) {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 			// Except why a pod cannot be scheduled: the timeline shows it
 			// (cut like an Event's note), and only pending pods carry it.
-			c.Message = cutUTF8(c.Message, maxNoteBytes)
+			c.Message = CutUTF8(c.Message, maxNoteBytes)
 		} else {
 			c.Message = ""
 		}

@@ -215,9 +215,7 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 		cc.Status = c.intern(cc.Status)
 		cc.Reason, _ = m["reason"].(string)
 		cc.Message, _ = m["message"].(string)
-		if len(cc.Message) > maxMessage {
-			cc.Message = cc.Message[:maxMessage]
-		}
+		cc.Message = informers.CutUTF8(cc.Message, maxMessage)
 		if s, ok := m["lastTransitionTime"].(string); ok {
 			cc.LastTransition, _ = time.Parse(time.RFC3339, s)
 		}
