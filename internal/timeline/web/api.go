@@ -10,11 +10,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
-// items is the answer of both endpoints.
-type items struct {
-	Items []timeline.Episode `json:"items"`
-}
-
 // apiError is the body of every error of the API.
 type apiError struct {
 	// Code repeats the HTTP status.
@@ -34,7 +29,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, apiError{Error: perr.Error(), Parameter: perr.Parameter, Accepted: perr.Accepted})
 		return
 	}
-	writeJSON(w, http.StatusOK, items{Items: normalize(h.src.List(q, now))})
+	writeItems(w, normalize(h.src.List(q, now)))
 }
 
 func (h *handler) object(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +48,7 @@ func (h *handler) object(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no retained episode of %s %s", kind, objectName(ns, name))})
 		return
 	}
-	writeJSON(w, http.StatusOK, items{Items: normalize(eps)})
+	writeItems(w, normalize(eps))
 }
 
 // objectPath reads {kind}/{namespace}/{name}, resolving the kind.
@@ -99,10 +94,40 @@ func writeError(w http.ResponseWriter, code int, e apiError) {
 	writeJSON(w, code, e)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// writeItems answers {"items": eps} (encode.go), an episode at a time
+// through one 64 KiB buffer: a full answer of 100 episodes of 200 entries
+// is 5 MB, which need not be held at once.
+func writeItems(w http.ResponseWriter, eps []timeline.Episode) {
+	setJSONHeaders(w)
+	w.WriteHeader(http.StatusOK)
+	n := 64
+	for i := range eps {
+		n += 600 + 300*len(eps[i].Entries) // about 250 bytes an entry
+	}
+	b := append(make([]byte, 0, min(n, 64<<10)), `{"items":[`...)
+	for i := range eps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendEpisode(b, &eps[i])
+		if len(b) >= 32<<10 {
+			if _, err := w.Write(b); err != nil {
+				return // the client went away
+			}
+			b = b[:0]
+		}
+	}
+	_, _ = w.Write(append(b, "]}\n"...))
+}
+
+func setJSONHeaders(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	setJSONHeaders(w)
 	w.WriteHeader(code)
 	// An encoding error here is a client gone away: nothing to answer.
 	_ = json.NewEncoder(w).Encode(v)

@@ -18,12 +18,18 @@ import (
 // page is for a person, the API for everything else.
 const pageLimit = 50
 
-// timeLayout is how the page writes times: UTC with milliseconds (the
-// exporter's receive times have nanoseconds, API times whole seconds).
-const timeLayout = "2006-01-02 15:04:05.000Z07:00"
+// How the page writes times: UTC, receive times with milliseconds (they
+// have nanoseconds), API-side times in whole seconds (all they have).
+const (
+	timeLayout    = "2006-01-02 15:04:05.000Z07:00"
+	apiTimeLayout = "2006-01-02 15:04:05Z07:00"
+)
 
-// pageParams are the filters of /timelines, the fields of its form.
-var pageParams = []string{"namespace", "kind", "outcome", "state"}
+// pageParams are the filters of /timelines: the fields of its form, and
+// uid and trace_id, the targets of exemplar links (deploy/grafana's
+// datasource sends an exemplar's uid to <external-url>/timelines?uid=...,
+// issue 17).
+var pageParams = []string{"namespace", "kind", "outcome", "state", "uid", "trace_id"}
 
 var pageTemplate = template.Must(template.New("timelines.html").Funcs(template.FuncMap{
 	"px":      func(f float64) string { return fmt.Sprintf("%.2f", f) },
@@ -86,6 +92,21 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Limit, q.Sort = pageLimit, timeline.SortDuration
+	if q.UID != "" || q.TraceID != "" {
+		// One object's episodes (or one trace's), with their evidence, as
+		// on the object's own page: an exemplar links here.
+		q.Sort = timeline.SortStart
+		title := "Episodes of uid " + q.UID + ", newest first"
+		if q.UID == "" {
+			title = "Episode of trace " + q.TraceID
+		}
+		d.Sections = append(d.Sections, section{
+			ID: "matching", Title: title, Empty: "No retained episode matches.",
+			Episodes: h.views(h.src.List(q, now), true),
+		})
+		h.render(w, http.StatusOK, d)
+		return
+	}
 	if q.State == "" || q.State == timeline.StateStalled {
 		stalled := q
 		stalled.State = timeline.StateStalled
@@ -142,9 +163,7 @@ func (h *handler) pageData(title string, now time.Time) pageData {
 	d := pageData{Title: title, Prefix: h.prefix, Now: now}
 	d.Filters.Outcomes, d.Filters.States = outcomes, states
 	d.Filters.Kinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
-	for _, c := range h.custom {
-		d.Filters.Kinds = append(d.Filters.Kinds, c)
-	}
+	d.Filters.Kinds = append(d.Filters.Kinds, h.custom...)
 	return d
 }
 
@@ -165,7 +184,7 @@ func (h *handler) views(eps []timeline.Episode, entries bool) []episodeView {
 					ev.Object = e.Object.Kind + " " + objectName(e.Object.Namespace, e.Object.Name)
 				}
 				if e.APITime != nil {
-					ev.APITime = e.APITime.UTC().Format(time.RFC3339)
+					ev.APITime = e.APITime.UTC().Format(apiTimeLayout)
 				}
 				v.Entries = append(v.Entries, ev)
 			}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
@@ -91,7 +92,7 @@ func TestListPage(t *testing.T) {
 	if !strings.Contains(stalled, "StatefulSet db/pg") || strings.Contains(stalled, "shop/web") || !strings.Contains(stalled, "ready: replica_failure") {
 		t.Errorf("stalled section:\n%s", stalled)
 	}
-	slowest := body[strings.Index(body, `<section id="slowest">`):]
+	_, slowest, _ := strings.Cut(body, `<section id="slowest">`)
 	order := []string{"Deployment shop/web</a> <span class=\"gen\">generation 3", "Certificate.cert-manager.io shop/tls", "ClusterIssuer.cert-manager.io ca", "Deployment shop/web</a> <span class=\"gen\">generation 2"}
 	last := -1
 	for _, s := range order {
@@ -123,7 +124,7 @@ func TestListPage(t *testing.T) {
 	if strings.Contains(body, `id="slowest"`) || !strings.Contains(body, `id="stalled"`) {
 		t.Error("state=stalled: want the stalled section only")
 	}
-	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods"} {
+	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods", "?trace_id=nothex"} {
 		body := getPage(t, srv, PagePath+q, http.StatusBadRequest)
 		if !strings.Contains(body, `<p class="error" role="alert">parameter `) || !strings.Contains(body, `<form class="filters"`) {
 			t.Errorf("%s: no error above the form:\n%s", q, body)
@@ -150,6 +151,10 @@ func TestObjectPage(t *testing.T) {
 	if !strings.Contains(body, "unknown kind &#34;pods&#34;: accepted Deployment (deployment, deploy") {
 		t.Errorf("400 page:\n%s", body)
 	}
+	resp, icon := fetch(t, srv, IconPath)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(icon, "<svg") {
+		t.Errorf("GET %s = %d %s", IconPath, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	resp, css := fetch(t, srv, StylePath)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/css; charset=utf-8" || !strings.Contains(css, "svg.waterfall") {
 		t.Errorf("GET %s = %d %s", StylePath, resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -171,7 +176,7 @@ func TestWaterfallBars(t *testing.T) {
 		{PagePath + "/Certificate.cert-manager.io/shop/tls", map[string]float64{"observed": 90}},
 	} {
 		body := getPage(t, srv, tc.path, http.StatusOK)
-		first := body[:strings.Index(body, "</svg>")] // the newest generation's waterfall
+		first, _, _ := strings.Cut(body, "</svg>") // the newest generation's waterfall
 		bars := barRE.FindAllStringSubmatch(first, -1)
 		if len(bars) != len(tc.want) {
 			t.Errorf("%s: %d bars, want %d", tc.path, len(bars), len(tc.want))
@@ -212,5 +217,48 @@ func TestNewWaterfallEdgeCases(t *testing.T) {
 		if got := formatSeconds(d); got != want {
 			t.Errorf("formatSeconds(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// Behind a reverse proxy that strips the external URL's path, the page's
+// links carry it.
+func TestPageLinksUnderExternalURL(t *testing.T) {
+	mux := http.NewServeMux()
+	Register(mux, Options{Source: &fakeSource{eps: episodes()}, Now: func() time.Time { return t0 }, ExternalURL: "https://ops.example.com/kce/"})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	body := getPage(t, srv, PagePath, http.StatusOK)
+	for _, want := range []string{
+		`<link rel="stylesheet" href="/kce/timelines/style.css">`, `action="/kce/timelines"`,
+		`href="/kce/timelines/Deployment/shop/web"`, `href="/kce/api/v1/timelines?trace_id=`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `href="/timelines`) || strings.Contains(body, "ops.example.com") {
+		t.Error("a link without the external URL's path, or with its host")
+	}
+}
+
+// An exemplar's link, /timelines?uid=..., shows that object's episodes with
+// their entries; ?trace_id= the one episode.
+func TestListPageByUIDAndTrace(t *testing.T) {
+	srv, src := newServer(t)
+	body := getPage(t, srv, PagePath+"?uid=uid-web", http.StatusOK)
+	if q := src.lastQuery(); q != (timeline.Query{UID: "uid-web", Sort: "start", Limit: pageLimit}) {
+		t.Errorf("queried %+v", q)
+	}
+	if strings.Count(body, `<article class="episode`) != 2 || !strings.Contains(body, "Episodes of uid uid-web, newest first") ||
+		!strings.Contains(body, "Entries of generation 3") || strings.Contains(body, `id="stalled"`) {
+		t.Errorf("?uid=: want both generations of shop/web with their entries:\n%s", body)
+	}
+	body = getPage(t, srv, PagePath+"?trace_id="+timeline.TraceID("uid-pg", 7), http.StatusOK)
+	if strings.Count(body, `<article class="episode`) != 1 || !strings.Contains(body, "StatefulSet db/pg") {
+		t.Errorf("?trace_id=: want the StatefulSet's episode:\n%s", body)
+	}
+	body = getPage(t, srv, PagePath+"?uid=nothing", http.StatusOK)
+	if !strings.Contains(body, "No retained episode matches.") {
+		t.Errorf("?uid= of nothing:\n%s", body)
 	}
 }

@@ -37,13 +37,12 @@ type waterfall struct {
 }
 
 type waterfallRow struct {
-	Stage   string
-	Y       int  // top of the row
-	TextY   int  // baseline of its labels
-	BarY    int  // top of its bar
-	Reached bool // with a bar when Bar is true
-	Bar     bool
-	BarW    float64
+	Stage string
+	TextY int // baseline of its labels
+	BarY  int // top of its bar
+	// Bar: reached with a time, so drawn.
+	Bar  bool
+	BarW float64
 	// Duration is the stage's duration as text; Note says why a row has
 	// no bar (not reached, blocking, reached before the exporter saw it).
 	Duration, Note string
@@ -80,7 +79,7 @@ func newWaterfall(ep timeline.Episode) waterfall {
 	}
 	for i, s := range ep.Stages {
 		y := axisPx + i*rowPx
-		row := waterfallRow{Stage: s.Stage, Y: y, TextY: y + 14, BarY: y + (rowPx-barPx)/2, Reached: s.Reached}
+		row := waterfallRow{Stage: s.Stage, TextY: y + 14, BarY: y + (rowPx-barPx)/2}
 		switch {
 		case s.Reached && s.DurationSeconds != nil:
 			row.Bar = true

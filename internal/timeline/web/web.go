@@ -29,6 +29,7 @@ const (
 	APIPath   = "/api/v1/timelines"
 	PagePath  = "/timelines"
 	StylePath = "/timelines/style.css"
+	IconPath  = "/timelines/favicon.svg"
 )
 
 // Options configure the handlers.
@@ -64,7 +65,10 @@ func Register(mux *http.ServeMux, o Options) {
 	})
 	mux.HandleFunc("GET "+PagePath, h.listPage)
 	mux.HandleFunc("GET "+PagePath+"/{kind}/{namespace}/{name}", h.objectPage)
-	mux.HandleFunc("GET "+StylePath, h.serveStyle)
+	mux.HandleFunc("GET "+StylePath, asset("assets/timelines.css", "text/css; charset=utf-8"))
+	// Without an icon of its own, a browser asks for /favicon.ico and logs
+	// the 404 as an error.
+	mux.HandleFunc("GET "+IconPath, asset("assets/favicon.svg", "image/svg+xml"))
 }
 
 // Reserved reports whether p is a path Register may mount, so that a
@@ -84,7 +88,6 @@ type handler struct {
 	now    func() time.Time
 	custom []string
 	prefix string // path of the external URL, without its trailing slash
-	css    []byte
 }
 
 func newHandler(o Options) *handler {
@@ -95,24 +98,18 @@ func newHandler(o Options) *handler {
 	if u, err := url.Parse(o.ExternalURL); err == nil {
 		h.prefix = strings.TrimRight(u.Path, "/")
 	}
-	style, err := assets.ReadFile("assets/timelines.css")
-	if err != nil {
-		panic(err) // embedded: cannot fail
-	}
-	h.css = style
 	return h
 }
 
 // resolveKind resolves a kind as written. The Kind of a configured
 // custom resource is only known from its CRD: when the configured plural
-// (or a lower-case kind) does not resolve, the kinds of the stored
-// episodes are tried too, and the error lists them. That lists the store,
-// which is rare enough (a custom resource's plural.group or kind.group
-// form, or a bad kind) to be worth not wiring the CRD discovery of the
-// resources collector here.
+// (or a lower-case kind) of a configured group does not resolve, the kinds
+// of the stored episodes are tried too. That lists the whole store (a few
+// ms at 1000 episodes), so only for those forms: not wiring the CRD
+// discovery of the resources collector here is worth it.
 func (h *handler) resolveKind(s string, now time.Time) (string, error) {
 	k, err := timeline.ResolveKind(s, h.custom)
-	if err == nil || len(h.custom) == 0 {
+	if err == nil || !h.configuredGroup(s) {
 		return k, err
 	}
 	seen := append([]string(nil), h.custom...)
@@ -122,6 +119,20 @@ func (h *handler) resolveKind(s string, now time.Time) (string, error) {
 		}
 	}
 	return timeline.ResolveKind(s, seen)
+}
+
+// configuredGroup: s is name.group of a configured custom resource's group.
+func (h *handler) configuredGroup(s string) bool {
+	_, group, ok := strings.Cut(s, ".")
+	if !ok {
+		return false
+	}
+	for _, c := range h.custom {
+		if _, g, _ := strings.Cut(c, "."); strings.EqualFold(g, group) {
+			return true
+		}
+	}
+	return false
 }
 
 // objectNamespace maps the path's namespace to the store's: "_" is
@@ -141,9 +152,16 @@ func pathNamespace(ns string) string {
 	return ns
 }
 
-func (h *handler) serveStyle(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
-	w.Header().Set("Cache-Control", "max-age=3600")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(h.css)
+// asset serves an embedded file.
+func asset(name, contentType string) http.HandlerFunc {
+	b, err := assets.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded: only a typo in this file gets here
+	}
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Cache-Control", "max-age=3600")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(b)
+	}
 }
