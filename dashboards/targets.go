@@ -45,7 +45,9 @@ type Link struct {
 }
 
 // String names the link in test failures.
-func (l Link) String() string { return fmt.Sprintf("%s / %q / column %s", l.Dashboard, l.Panel, l.Column) }
+func (l Link) String() string {
+	return fmt.Sprintf("%s / %q / column %s", l.Dashboard, l.Panel, l.Column)
+}
 
 // Parsed is what the tests read from a dashboard's JSON.
 type Parsed struct {
