@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -237,8 +238,8 @@ func writeJSON(w io.Writer, body []byte) error {
 // Every string from the cluster goes through visible.
 func writeTimeline(w io.Writer, eps []timeline.Episode, now time.Time) {
 	slices.SortStableFunc(eps, func(a, b timeline.Episode) int {
-		if a.Generation != b.Generation {
-			return int(b.Generation - a.Generation)
+		if c := cmp.Compare(b.Generation, a.Generation); c != 0 {
+			return c
 		}
 		return b.Start.Compare(a.Start)
 	})
@@ -312,7 +313,9 @@ func writeEpisode(w io.Writer, e timeline.Episode, now time.Time) {
 		_ = tw.Flush() // w's errors are the caller's to see (a closed stdout)
 	}
 	if e.EntriesDropped > 0 {
-		fmt.Fprintf(w, "  (%d later entries dropped at --timelines.max-entries)\n", e.EntriesDropped)
+		// The store keeps the first and the last entries and drops the
+		// ones between.
+		fmt.Fprintf(w, "  (%d entries between the first and the last dropped at the exporter's --timelines.max-entries)\n", e.EntriesDropped)
 	}
 }
 
