@@ -88,7 +88,9 @@ func run() error {
 		"--stall.threshold=30s", "--web.external-url=http://"+addr+"/", "--config.file="+cfgPath)
 	exp.Stdout, exp.Stderr = logFile, logFile
 	exp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := exp.Start(); err != nil {
+	// From a thread that outlives the demo: Pdeathsig fires when the forking
+	// thread exits, which any sandbox spawner closing could cause.
+	if err := sandbox.StartCmd(exp); err != nil {
 		return fmt.Errorf("start exporter %s (run make build): %w", bin, err)
 	}
 	defer func() {

@@ -30,6 +30,12 @@ func (f *serveFlags) validate() error {
 			errs = append(errs, fmt.Errorf("--web.probe-address: %w", err))
 		}
 	}
+	if f.tlRetained < 1 {
+		errs = append(errs, fmt.Errorf("--timelines.retained: must be at least 1, got %d (closed episodes kept for the timeline API)", f.tlRetained))
+	}
+	if f.tlMaxEntries < 2 {
+		errs = append(errs, fmt.Errorf("--timelines.max-entries: must be at least 2, got %d (an episode keeps its first and its last entries: the write and the close)", f.tlMaxEntries))
+	}
 	if f.shutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--web.shutdown-timeout: must not be negative, got %v", f.shutdownTimeout))
 	}

@@ -18,7 +18,7 @@ func TestTopLevelHelpListsServeFlags(t *testing.T) {
 		"Flags of serve (the default command: also accepted without naming it):",
 		"--web.listen-address=:10329", "--web.config.file", "--web.telemetry-path=\"/metrics\"",
 		"--web.probe-address=\"\"", "--web.liveness-timeout=5m0s", "--stall.threshold=5m0s", "--config.file",
-		"--kubeconfig", "--log.level=info",
+		"--kubeconfig", "--log.level=info", "--timelines.retained=1000", "--timelines.max-entries=200",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q:\n%s", want, out)
@@ -68,6 +68,12 @@ func TestServeFlagValidation(t *testing.T) {
 			p + `--web.probe-address: ":9999" uses the port of --web.listen-address=127.0.0.1:9999; the probes need a port of their own (see --help)`},
 		{"negative shutdown timeout", []string{"--web.shutdown-timeout=-1s"},
 			p + `--web.shutdown-timeout: must not be negative, got -1s (see --help)`},
+		{"no closed timeline retained", []string{"--timelines.retained=0"},
+			p + `--timelines.retained: must be at least 1, got 0 (closed episodes kept for the timeline API) (see --help)`},
+		{"one timeline entry", []string{"--timelines.max-entries=1"},
+			p + `--timelines.max-entries: must be at least 2, got 1 (an episode keeps its first and its last entries: the write and the close) (see --help)`},
+		{"negative timeline entries", []string{"--timelines.max-entries=-5"},
+			p + `--timelines.max-entries: must be at least 2, got -5 (an episode keeps its first and its last entries: the write and the close) (see --help)`},
 		{"two bad flags, two lines", []string{"--web.telemetry-path=metrics", "--stall.threshold=0s"},
 			p + `--web.telemetry-path: "metrics" is not absolute; want an absolute path such as /metrics` + "\n" +
 				p + `--stall.threshold: must be a positive duration such as 5m, got 0s (an unconverged object counts as stalled once it is older than this) (see --help)`},
@@ -92,7 +98,7 @@ func TestServeFlagsAccepted(t *testing.T) {
 		{"/metrics", "127.0.0.1:0", "127.0.0.1:0"}, // port 0: the kernel picks two ports
 	} {
 		listen := []string{tc.listen}
-		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1}
+		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2}
 		f.web = &web.FlagConfig{WebListenAddresses: &listen}
 		if err := f.validate(); err != nil {
 			t.Errorf("%+v: %v", tc, err)

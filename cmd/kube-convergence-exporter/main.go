@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,8 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
 
 // DefaultListenAddress: the 9100-9999 range of Prometheus' default port
@@ -62,6 +65,8 @@ type serveFlags struct {
 	burst           int
 	configFile      string
 	stallThreshold  time.Duration
+	tlRetained      int
+	tlMaxEntries    int
 	log             promslog.Config
 }
 
@@ -96,6 +101,8 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("kube.burst", "Burst of queries to the API server.").Default("40").IntVar(&f.burst)
 	serveCmd.Flag("config.file", "Optional YAML file for per-collector settings (which collectors run, stall thresholds, label policy). Unknown keys are errors.").Default("").StringVar(&f.configFile)
 	serveCmd.Flag("stall.threshold", "Age after which an unconverged object is reported as stalled (per-kind overrides in --config.file).").Default(config.DefaultStallThreshold.String()).DurationVar(&f.stallThreshold)
+	serveCmd.Flag("timelines.retained", "Closed rollout and custom-resource episodes whose timelines are kept for /api/v1/timelines, besides the open ones; the oldest closed is evicted first (kube_convergence_timeline_episodes_evicted_total).").Default(strconv.Itoa(timeline.DefaultRetained)).IntVar(&f.tlRetained)
+	serveCmd.Flag("timelines.max-entries", "Entries kept per episode timeline: the first and the last half; the ones in between are dropped and counted (kube_convergence_timeline_entries_dropped_total).").Default(strconv.Itoa(timeline.DefaultMaxEntries)).IntVar(&f.tlMaxEntries)
 	promslogflag.AddFlags(app, &f.log)
 	sloDispatch := addSLOCommands(app)
 	rbacDispatch := addRBACCommand(app)
@@ -186,8 +193,10 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		}
 		factory.SetDynamic(dyn)
 	}
+	// One timeline store: fed by the collectors, read by the timeline API.
+	timelines := timeline.NewStore(timeline.Config{Retained: f.tlRetained, MaxEntries: f.tlMaxEntries})
 	var enabled []kcecollectors.Collector
-	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg}) {
+	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg, Timelines: timelines}) {
 		if cfg.Enabled(c.Name()) {
 			enabled = append(enabled, c)
 		}
@@ -208,6 +217,11 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		Liveness:      func() (bool, string) { return exp.Liveness(time.Now(), f.livenessTimeout) },
 		Readiness:     exp.Readiness,
 		Logger:        logger,
+		// The timeline store the collectors feed.
+		Timelines: timelineweb.Options{Source: timelines, Now: time.Now, ExternalURL: f.externalURL},
+	}
+	for _, r := range cfg.Resources {
+		handlerOpts.Timelines.CustomResources = append(handlerOpts.Timelines.CustomResources, r.String())
 	}
 	handler, err := serve.Handler(handlerOpts)
 	if err != nil {

@@ -16,9 +16,11 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/rollouts"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/timelines"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/webhooks"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
 // Options are the process-level settings collectors take from flags.
@@ -30,6 +32,10 @@ type Options struct {
 	// RESTConfig is what admission probes build their own clients from
 	// (their own rate limiter); nil: the informer factory's clients.
 	RESTConfig *rest.Config
+	// Timelines is the store the timeline API reads; nil: one with the
+	// default bounds (for the metric reference and RBAC). Fed unless the
+	// config disables the timelines collector.
+	Timelines *timeline.Store
 }
 
 // Collectors constructs every known collector, enabled or not, in start order.
@@ -51,14 +57,27 @@ func Collectors(o Options) []collectors.Collector {
 	episodes := collectors.NewEpisodes(o.Config, o.Now)
 	probes := admissionprobes.New(o.Config, o.Logger)
 	probes.RESTConfig = o.RESTConfig
+	if o.Timelines == nil {
+		o.Timelines = timeline.NewStore(timeline.Config{})
+	}
+	ro := rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now)
+	re := resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now)
+	if o.Config.Enabled(config.Timelines) {
+		// One store, fed by every episode event and by the evidence the
+		// collectors of workloads and custom resources read.
+		episodes.AddSink(o.Timelines)
+		ro.SetTimelines(o.Timelines)
+		re.SetTimelines(o.Timelines)
+	}
 	cs := []collectors.Collector{
-		rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
+		ro,
 		pods.New(o.Config, o.StallThreshold, o.Logger, o.Now),
 		endpoints.New(o.Config, o.Logger, o.Now),
-		resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now),
+		re,
 		retries.New(o.Config, o.Logger, o.Now),
 		webhooks.New(o.Config, o.Logger, o.Now),
 		probes,
+		timelines.New(o.Timelines, o.Logger, o.Now),
 	}
 	// churn hooks what the others watch: no watch and no RBAC of its own.
 	var watched []informers.Resource

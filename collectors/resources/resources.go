@@ -27,6 +27,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -67,6 +68,8 @@ type Collector struct {
 	decoded   map[string]bool   // uids whose decode error was counted and logged
 	notReady  map[string]string // uid -> last condition logged
 	crdSynced bool
+	// tl receives the timeline evidence; nil: none is recorded.
+	tl *timeline.Store
 }
 
 // resource is one configured custom resource.

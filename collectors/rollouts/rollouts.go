@@ -24,6 +24,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -41,6 +42,8 @@ type Collector struct {
 	tr *tracker.RolloutTracker
 
 	view *view
+	// tl receives the timeline evidence; nil: none is recorded.
+	tl *timeline.Store
 }
 
 // New returns the rollouts collector with episode metrics of its own. stall

@@ -33,11 +33,15 @@ const (
 	// AdmissionProbes sends dry-run writes; it reads nothing unless
 	// admissionProbes lists probes.
 	AdmissionProbes = "admission_probes"
+	// Timelines keeps the timeline of every rollout and custom-resource
+	// episode (the store behind /api/v1/timelines) and reads Warning
+	// Events for it, whether retries runs or not.
+	Timelines = "timelines"
 )
 
 // KnownCollectors lists every collector name the file may mention, in the
 // order they are started.
-var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn, Webhooks, AdmissionProbes}
+var KnownCollectors = []string{Rollouts, Pods, Endpoints, Watch, Resources, Retries, Churn, Webhooks, AdmissionProbes, Timelines}
 
 // Namespace label modes.
 const (
@@ -344,4 +348,26 @@ func cleanYAMLError(err error) error {
 		return errors.New(strings.Join(msgs, "; "))
 	}
 	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// itemLine is the line of key in the i-th item of the top-level list (the
+// item's own line for an empty key), 0 if absent.
+func (p positions) itemLine(list string, i int, key string) int {
+	_, n := p.find(list)
+	if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
+		return 0
+	}
+	item := n.Content[i]
+	if key == "" {
+		return item.Line
+	}
+	if item.Kind != yaml.MappingNode {
+		return 0
+	}
+	for j := 0; j+1 < len(item.Content); j += 2 {
+		if item.Content[j].Value == key {
+			return item.Content[j+1].Line
+		}
+	}
+	return 0
 }

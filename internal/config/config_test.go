@@ -17,7 +17,7 @@ func TestParseErrorsNameLineAndKey(t *testing.T) {
 		{"unknown top-level key", "collectors: {}\nstal: {threshold: 1m}\n", `line 2: unknown key "stal"`},
 		{"unknown nested key", "stall:\n  threshold: 1m\n  treshold: 2m\n", `line 3: unknown key "treshold"`},
 		{"bad duration", "stall:\n  threshold: soon\n", `line 2: want a duration such as "5m", got "soon"`},
-		{"unknown collector", "collectors:\n  rollout: {enabled: false}\n", `line 2: collectors: unknown collector "rollout" (known: rollouts, pods, endpoints, watch, resources, retries, churn, webhooks, admission_probes)`},
+		{"unknown collector", "collectors:\n  rollout: {enabled: false}\n", `line 2: collectors: unknown collector "rollout" (known: rollouts, pods, endpoints, watch, resources, retries, churn, webhooks, admission_probes, timelines)`},
 		{"bad mode", "namespaceLabel: {mode: some}\n", `line 1: namespaceLabel: unknown mode "some" (want keep, drop or allowlist)`},
 		{"allowlist without list", "namespaceLabel:\n  mode: allowlist\n", `line 2: namespaceLabel: mode allowlist needs a non-empty allow list`},
 		{"allow without allowlist", "namespaceLabel:\n  mode: keep\n  allow: [a]\n", `line 3: namespaceLabel: allow is only used with mode "allowlist"`},

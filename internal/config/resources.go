@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
 	"k8s.io/client-go/util/jsonpath"
 )
 
@@ -85,10 +84,10 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 	for i := range c.Resources {
 		r := &c.Resources[i]
 		line := func(key string) int {
-			if l := pos.resourceLine(i, key); l > 0 {
+			if l := pos.itemLine("resources", i, key); l > 0 {
 				return l
 			}
-			return pos.resourceLine(i, "")
+			return pos.itemLine("resources", i, "")
 		}
 		switch {
 		case r.Group == "":
@@ -115,7 +114,7 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 				add(line("observedGeneration"), "resources[%d].observedGeneration: %v", i, err)
 			}
 		}
-		condLine := pos.resourceLine(i, "conditions")
+		condLine := pos.itemLine("resources", i, "conditions")
 		if len(r.Ready) > 0 && condLine > 0 {
 			add(condLine, "resources[%d]: conditions and ready are exclusive (ready replaces conditions)", i)
 		}
@@ -133,30 +132,8 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 		if len(r.Ready) == 0 && len(r.Conditions) == 0 && condLine == 0 {
 			r.Conditions = []string{"Ready"}
 		}
-		if l := pos.resourceLine(i, "stallThreshold"); l > 0 && r.StallThreshold <= 0 {
+		if l := pos.itemLine("resources", i, "stallThreshold"); l > 0 && r.StallThreshold <= 0 {
 			add(l, "resources[%d].stallThreshold: must be a positive duration such as \"10m\", got %v", i, time.Duration(r.StallThreshold))
 		}
 	}
-}
-
-// resourceLine is the line of key in the i-th item of the resources list
-// (the item's own line for an empty key), 0 if absent.
-func (p positions) resourceLine(i int, key string) int {
-	_, n := p.find("resources")
-	if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
-		return 0
-	}
-	item := n.Content[i]
-	if key == "" {
-		return item.Line
-	}
-	if item.Kind != yaml.MappingNode {
-		return 0
-	}
-	for j := 0; j+1 < len(item.Content); j += 2 {
-		if item.Content[j].Value == key {
-			return item.Content[j+1].Line
-		}
-	}
-	return 0
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Defaults of the webhooks section and of each admission probe.
@@ -228,26 +226,4 @@ func (c *Config) validateWebhooks(pos positions, add func(line int, format strin
 			p.Timeout = Duration(DefaultProbeTimeout)
 		}
 	}
-}
-
-// itemLine is the line of key in the i-th item of the top-level list (the
-// item's own line for an empty key), 0 if absent.
-func (p positions) itemLine(list string, i int, key string) int {
-	_, n := p.find(list)
-	if n == nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
-		return 0
-	}
-	item := n.Content[i]
-	if key == "" {
-		return item.Line
-	}
-	if item.Kind != yaml.MappingNode {
-		return 0
-	}
-	for j := 0; j+1 < len(item.Content); j += 2 {
-		if item.Content[j].Value == key {
-			return item.Content[j+1].Line
-		}
-	}
-	return 0
 }

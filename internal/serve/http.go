@@ -1,10 +1,14 @@
 package serve
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/listwatch"
+	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
 
 // RegisterOptions configure Register.
@@ -59,6 +64,9 @@ type HandlerOptions struct {
 	// Readiness answers /readyz.
 	Readiness func() (bool, string)
 	Logger    *slog.Logger
+	// Timelines serves /api/v1/timelines and /timelines when its Source
+	// (the timeline store) is set.
+	Timelines timelineweb.Options
 }
 
 // Paths of the probes, on the main listener and on the probe listener.
@@ -66,6 +74,15 @@ const (
 	HealthzPath = "/healthz"
 	ReadyzPath  = "/readyz"
 )
+
+// LandingStylePath serves the landing page's stylesheet (landingPage).
+const LandingStylePath = "/landing.css"
+
+// ContentSecurityPolicy is sent on every response: the exporter serves
+// nothing that needs another origin, an inline script or an inline style,
+// so a string from the cluster that slipped through escaping could still
+// neither run nor load anything (issue 17).
+const ContentSecurityPolicy = "default-src 'self'"
 
 // ValidateTelemetryPath checks --web.telemetry-path. http.ServeMux panics
 // on an empty pattern, on one without a leading "/" and on a second
@@ -82,6 +99,8 @@ func ValidateTelemetryPath(p string) error {
 		return fmt.Errorf(`"/" is the landing page; %s`, want)
 	case p == HealthzPath || p == ReadyzPath:
 		return fmt.Errorf("%q is the %s probe; %s", p, probeName(p), want)
+	case p == LandingStylePath || timelineweb.Reserved(p):
+		return fmt.Errorf("%q is taken by the landing page or the timelines; %s", p, want)
 	case strings.IndexFunc(p, func(r rune) bool { return !pathChar(r) }) >= 0:
 		// ServeMux reads "{...}" as a wildcard, a space as a method
 		// separator and "%" as an escape; none belongs in a scrape path.
@@ -103,7 +122,8 @@ func probeName(p string) string {
 	return "readiness"
 }
 
-// Handler serves the landing page, the metrics, /healthz and /readyz.
+// Handler serves the landing page, the metrics, /healthz, /readyz and,
+// with o.Timelines.Source, the timelines API and page.
 func Handler(o HandlerOptions) (http.Handler, error) {
 	if err := ValidateTelemetryPath(o.TelemetryPath); err != nil {
 		return nil, fmt.Errorf("telemetry path: %w", err)
@@ -118,22 +138,83 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 		EnableOpenMetrics: true, // exemplars are only exposed in OpenMetrics and protobuf
 	})))
 	addProbes(mux, o)
-	landing, err := web.NewLandingPage(web.LandingConfig{
+	links := []web.LandingLinks{{Address: o.TelemetryPath, Text: "Metrics"}}
+	if o.Timelines.Source != nil {
+		timelineweb.Register(mux, o.Timelines)
+		links = append(links, web.LandingLinks{Address: timelineweb.PagePath, Text: "Timelines (the slowest and stalled rollouts, stage by stage, with their evidence; JSON at " + timelineweb.APIPath + ")"})
+	}
+	links = append(links,
+		web.LandingLinks{Address: HealthzPath, Text: "Liveness (fails only when informer events stay unhandled)"},
+		web.LandingLinks{Address: ReadyzPath, Text: "Readiness (informers synced, collectors disabled by RBAC)"},
+	)
+	page, css, err := landingPage(web.LandingConfig{
 		Name:        "kube-convergence-exporter",
 		Description: "Convergence and health SLOs of Kubernetes controllers: how long a spec write takes to become a converged workload serving traffic, stage by stage, and the health of the watch machinery under it.",
 		Version:     version.Info(),
-		Links: []web.LandingLinks{
-			{Address: o.TelemetryPath, Text: "Metrics"},
-			{Address: HealthzPath, Text: "Liveness (fails only when informer events stay unhandled)"},
-			{Address: ReadyzPath, Text: "Readiness (informers synced, collectors disabled by RBAC)"},
-		},
+		Links:       links,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("landing page: %w", err)
 	}
-	mux.Handle("/", landing)
-	return mux, nil
+	mux.Handle("/", page)
+	mux.HandleFunc("GET "+LandingStylePath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		_, _ = w.Write(css)
+	})
+	return withCSP(mux), nil
 }
+
+// withCSP sets the Content-Security-Policy of every response of h.
+func withCSP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// landingPage is exporter-toolkit's landing page with its inline <style>
+// moved to a stylesheet of its own at LandingStylePath: the
+// Content-Security-Policy blocks inline styles (the page would render
+// unstyled, and browsers log a violation).
+func landingPage(c web.LandingConfig) (http.Handler, []byte, error) {
+	h, err := web.NewLandingPage(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("render: %w", err)
+	}
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, req)
+	const open, end = "<style>", "</style>"
+	i := bytes.Index(rec.body.Bytes(), []byte(open))
+	j := bytes.Index(rec.body.Bytes(), []byte(end))
+	if i < 0 || j < i {
+		return nil, nil, errors.New("exporter-toolkit's landing page has no <style> element to move")
+	}
+	body := rec.body.Bytes()
+	css := bytes.Clone(body[i+len(open) : j])
+	page := slices.Concat(body[:i], []byte(`<link rel="stylesheet" href="`+strings.TrimPrefix(LandingStylePath, "/")+`">`), body[j+len(end):])
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(page)
+	}), css, nil
+}
+
+// recorder keeps what a handler writes (the landing page, rendered once).
+type recorder struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (r *recorder) WriteHeader(int)             {}
 
 // ProbeHandler serves only /healthz and /readyz, for --web.probe-address:
 // the kubelet's HTTP probes can neither present client certificates nor
@@ -143,7 +224,7 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 func ProbeHandler(o HandlerOptions) http.Handler {
 	mux := http.NewServeMux()
 	addProbes(mux, o)
-	return mux
+	return withCSP(mux)
 }
 
 func addProbes(mux *http.ServeMux, o HandlerOptions) {

@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
 
 func handlerOptions(path string, alive, ready bool) HandlerOptions {
@@ -165,6 +168,117 @@ func TestCreatedTimestampsOnlyInProtobuf(t *testing.T) {
 		ts, ok := created[name]
 		if !ok || ts.Before(born.Add(-time.Second)) || ts.After(time.Now()) {
 			t.Errorf("%s: created timestamp %v (found %v), want about %v", name, ts, ok, born)
+		}
+	}
+}
+
+// stubSource is a timeline store with nothing in it.
+type stubSource struct{}
+
+func (stubSource) List(timeline.Query, time.Time) []timeline.Episode { return nil }
+func (stubSource) Object(string, string, string, time.Time) []timeline.Episode {
+	return nil
+}
+
+// Every response of the exporter carries the Content-Security-Policy: the
+// metrics, the probes, the landing page and its stylesheet, the timelines
+// page and API, their errors and a 404; the probe listener's too.
+func TestContentSecurityPolicyOnEveryResponse(t *testing.T) {
+	o := handlerOptions("/metrics", true, false)
+	o.Timelines = timelineweb.Options{Source: stubSource{}}
+	h, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	probes := httptest.NewServer(ProbeHandler(o))
+	defer probes.Close()
+	for _, tc := range []struct {
+		base, path string
+		code       int
+	}{
+		{srv.URL, "/", 200}, {srv.URL, "/landing.css", 200}, {srv.URL, "/metrics", 200},
+		{srv.URL, "/healthz", 200}, {srv.URL, "/readyz", 503}, {srv.URL, "/nothing", 404},
+		{srv.URL, "/timelines", 200}, {srv.URL, "/timelines/style.css", 200},
+		{srv.URL, "/timelines/deploy/ns/x", 404}, {srv.URL, "/timelines?state=x", 400},
+		{srv.URL, "/api/v1/timelines", 200}, {srv.URL, "/api/v1/timelines?limit=0", 400},
+		{srv.URL, "/api/v1/timelines/deploy/ns/x", 404}, {srv.URL, "/api/v1/timelines/pods/ns/x", 400},
+		{srv.URL, "/api/v1/timelines/x", 404},
+		{probes.URL, "/healthz", 200}, {probes.URL, "/metrics", 404},
+	} {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, tc.base+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); resp.StatusCode != tc.code || csp != "default-src 'self'" {
+			t.Errorf("GET %s: %d with Content-Security-Policy %q, want %d with default-src 'self'", tc.path, resp.StatusCode, csp, tc.code)
+		}
+	}
+	// POST to the page: the landing page's 404 carries it too.
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/timelines", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("POST /timelines: %d, CSP %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+	}
+}
+
+// The landing page links the timelines when the store is there, and has
+// no inline style left for the CSP to block: exporter-toolkit's CSS is
+// served as /landing.css.
+func TestLandingPage(t *testing.T) {
+	o := handlerOptions("/metrics", true, true)
+	h, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	_, body := get(t, srv.URL+"/")
+	srv.Close()
+	if strings.Contains(body, "timelines") {
+		t.Errorf("without a timeline store the landing page links the timelines:\n%s", body)
+	}
+	o.Timelines = timelineweb.Options{Source: stubSource{}}
+	if h, err = Handler(o); err != nil {
+		t.Fatal(err)
+	}
+	srv = httptest.NewServer(h)
+	defer srv.Close()
+	code, body := get(t, srv.URL+"/")
+	if code != 200 || !strings.Contains(body, `<a href="/timelines">Timelines`) || !strings.Contains(body, `<a href="/metrics">Metrics</a>`) {
+		t.Errorf("landing page %d does not link /timelines:\n%s", code, body)
+	}
+	if strings.Contains(body, "<style") || !strings.Contains(body, `<link rel="stylesheet" href="landing.css">`) {
+		t.Errorf("landing page keeps an inline style or lacks its stylesheet:\n%s", body)
+	}
+	if code, css := get(t, srv.URL+"/landing.css"); code != 200 || !strings.Contains(css, "header") {
+		t.Errorf("/landing.css = %d %q", code, css)
+	}
+}
+
+// The telemetry path may not take a path of the timelines: ServeMux would
+// panic on the conflicting patterns.
+func TestTelemetryPathAvoidsTimelines(t *testing.T) {
+	for _, bad := range []string{"/timelines", "/timelines/a/b/c", "/api/v1/timelines", "/api/v1/timelines/x", "/landing.css"} {
+		if err := ValidateTelemetryPath(bad); err == nil {
+			t.Errorf("ValidateTelemetryPath(%q): no error", bad)
+		}
+	}
+	for _, good := range []string{"/timelines2", "/api/v1/metrics"} {
+		if err := ValidateTelemetryPath(good); err != nil {
+			t.Errorf("ValidateTelemetryPath(%q): %v", good, err)
 		}
 	}
 }

@@ -1,0 +1,7 @@
+package resources
+
+import "github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+
+// SetTimelines makes the collector feed store with the writes and the
+// condition changes of the open episodes (call before Start).
+func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }

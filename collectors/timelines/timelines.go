@@ -1,0 +1,116 @@
+// Package timelines is the collector of the timeline store's own evidence
+// and health: it feeds the store the Warning Events about the objects of
+// open episodes (from the shared Warning Events informer, so also when the
+// retries collector is disabled) and exposes how much the store's bounds
+// cut. The rollouts and resources collectors feed the rest of each
+// timeline from the informers they already read; the store is in package
+// timeline.
+package timelines
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+)
+
+// Name is the collector's name in the config file and the collector label.
+const Name = config.Timelines
+
+// Collector feeds Warning Events to a timeline store and exposes its bounds.
+type Collector struct {
+	store  *timeline.Store
+	logger *slog.Logger
+	now    func() time.Time
+
+	dropped, evicted prometheus.CounterFunc
+}
+
+// New returns the collector of store.
+func New(store *timeline.Store, logger *slog.Logger, now func() time.Time) *Collector {
+	return &Collector{
+		store:  store,
+		logger: logger.With("collector", Name),
+		now:    now,
+		dropped: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "kube_convergence_timeline_entries_dropped_total",
+			Help: "Timeline entries not kept because their episode already held --timelines.max-entries: the first half and the last half of an episode's entries are kept, the ones in between dropped (the episode's entriesDropped in /api/v1/timelines says how many).",
+		}, func() float64 { d, _ := store.Stats(); return float64(d) }),
+		evicted: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "kube_convergence_timeline_episodes_evicted_total",
+			Help: "Closed episodes evicted from the timeline store, oldest closed first, to keep --timelines.retained closed ones (open episodes are always kept).",
+		}, func() float64 { _, e := store.Stats(); return float64(e) }),
+	}
+}
+
+// Name implements collectors.Collector.
+func (c *Collector) Name() string { return Name }
+
+// Resources implements collectors.Collector: Warning Events, the informer
+// the retries collector shares.
+func (c *Collector) Resources() []informers.Resource {
+	return []informers.Resource{informers.WarningEvents}
+}
+
+// Register implements collectors.Collector.
+func (c *Collector) Register(reg prometheus.Registerer) error {
+	for _, m := range []prometheus.Collector{c.dropped, c.evicted} {
+		if err := reg.Register(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start implements collectors.Collector. Events of the initial list are
+// added too: an episode recovered at start then shows the failures that
+// hold it (AddRelated keeps only those about an open episode).
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+	inf, err := f.Informer(informers.WarningEvents)
+	if err != nil {
+		return fmt.Errorf("timelines: %w", err)
+	}
+	if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onEvent(nil, obj) },
+		UpdateFunc: c.onEvent,
+	})); err != nil {
+		return fmt.Errorf("timelines: watch warning events: %w", err)
+	}
+	return nil
+}
+
+// onEvent adds a Warning Event's new occurrences to the episode of its
+// regarding object: a Pod or ReplicaSet of the workload, or the workload.
+// An update that adds no occurrence (a resync, a metadata write) adds
+// nothing.
+func (c *Collector) onEvent(oldObj, obj any) {
+	e, ok := obj.(*eventsv1.Event)
+	if !ok || e.Type != "Warning" || e.Regarding.UID == "" {
+		return
+	}
+	w := retries.Warning(e)
+	if old, ok := oldObj.(*eventsv1.Event); ok && retries.Warning(old).Count >= w.Count && old.Note == e.Note {
+		return
+	}
+	at, _ := informers.ReceivedOr(e, c.now)
+	entry := timeline.Entry{
+		Time: at, Type: timeline.EntryEvent,
+		Object: &timeline.ObjectRef{Kind: e.Regarding.Kind, Namespace: e.Regarding.Namespace,
+			Name: e.Regarding.Name, UID: string(e.Regarding.UID)},
+		Reason: e.Reason, Message: e.Note, Controller: w.Controller, Count: int64(w.Count),
+	}
+	if !w.LastSeen.IsZero() {
+		last := w.LastSeen
+		entry.APITime = &last
+	}
+	c.store.AddRelated(string(e.Regarding.UID), entry)
+}
