@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,46 +64,45 @@ func TestExplainQuotaBlockedRollout(t *testing.T) {
 
 	// The JSON first: it says which stage holds the rollout, which the
 	// text must then name.
-	var ep timeline.Episode
-	eventually(t, 60*time.Second, "explain -o json: reason replica_failure and a FailedCreate event", func() (bool, string) {
+	episode := func() (timeline.Episode, bool, string) {
 		code, out, errs := explain(ctx, e.url, "deployment/x", "-n", ns, "-o", "json")
 		if code != 0 {
-			return false, fmt.Sprintf("exit %d: %s", code, errs)
+			return timeline.Episode{}, false, fmt.Sprintf("exit %d: %s", code, errs)
 		}
 		var list struct {
 			Items []timeline.Episode `json:"items"`
 		}
 		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) == 0 {
-			return false, fmt.Sprintf("%v: %s", err, out)
+			return timeline.Episode{}, false, fmt.Sprintf("%v: %s", err, out)
 		}
-		ep = list.Items[0]
-		failed := false
-		for _, en := range ep.Entries {
-			failed = failed || (en.Type == timeline.EntryEvent && en.Reason == "FailedCreate")
-		}
-		return ep.Reason == "replica_failure" && ep.Stage != "" && failed, out
+		return list.Items[0], true, out
+	}
+	var ep timeline.Episode
+	eventually(t, 60*time.Second, "explain -o json: reason replica_failure", func() (bool, string) {
+		var ok bool
+		var out string
+		ep, ok, out = episode()
+		return ok && ep.Reason == "replica_failure" && ep.Stage != "", out
 	})
 	if ep.Kind != "Deployment" || ep.Namespace != ns || ep.Name != "x" || ep.Generation != 1 || ep.State == timeline.StateClosed {
 		t.Errorf("episode %s %s/%s generation %d state %s, want an open Deployment %s/x generation 1", ep.Kind, ep.Namespace, ep.Name, ep.Generation, ep.State, ns)
 	}
-	for _, kind := range []string{"deployment", "deploy", "deployments.apps"} {
-		code, out, errs := explain(ctx, e.url, kind+"/x", "-n", ns)
-		if code != 0 || errs != "" {
-			t.Errorf("explain %s/x: exit %d, stderr %q", kind, code, errs)
-			continue
-		}
-		for _, want := range []string{
-			"Deployment " + ns + "/x",
-			"generation 1, create change",
-			"held by:  stage " + ep.Stage + ", reason replica_failure",
-			"FailedCreate",
-			"exceeded quota: one-pod",
-		} {
-			if !strings.Contains(out, want) {
-				t.Errorf("explain %s/x lacks %q:\n%s", kind, want, out)
+	text := func(want ...string) {
+		t.Helper()
+		for _, kind := range []string{"deployment", "deploy", "deployments.apps"} {
+			code, out, errs := explain(ctx, e.url, kind+"/x", "-n", ns)
+			if code != 0 || errs != "" {
+				t.Errorf("explain %s/x: exit %d, stderr %q", kind, code, errs)
+				continue
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("explain %s/x lacks %q:\n%s", kind, w, out)
+				}
 			}
 		}
 	}
+	text("Deployment "+ns+"/x", "generation 1, create change", "held by:  stage "+ep.Stage+", reason replica_failure")
 
 	// Exit codes against the real API: an object without a timeline is 1,
 	// an unknown kind 2 with the accepted forms.
@@ -112,4 +112,14 @@ func TestExplainQuotaBlockedRollout(t *testing.T) {
 	if code, _, errs := explain(ctx, e.url, "deplyment/x", "-n", ns); code != 2 || !strings.Contains(errs, "deployments.apps") {
 		t.Errorf("unknown kind: exit %d, stderr %q; want 2 and the accepted forms", code, errs)
 	}
+
+	// The ReplicaSet's FailedCreate Warning Events, with the quota's
+	// message.
+	eventually(t, 30*time.Second, "explain -o json: a FailedCreate event", func() (bool, string) {
+		ep, ok, out := episode()
+		return ok && slices.ContainsFunc(ep.Entries, func(en timeline.Entry) bool {
+			return en.Type == timeline.EntryEvent && en.Reason == "FailedCreate"
+		}), out
+	})
+	text("FailedCreate", "exceeded quota: one-pod")
 }
