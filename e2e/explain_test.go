@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -103,6 +105,13 @@ func TestExplainQuotaBlockedRollout(t *testing.T) {
 		}
 	}
 	text("Deployment "+ns+"/x", "generation 1, create change", "held by:  stage "+ep.Stage+", reason replica_failure")
+
+	// The exemplar link of deploy/grafana/datasource.yaml,
+	// <external-url>/timelines?uid=<the exemplar's uid>, opens the
+	// object's episodes on the page.
+	if code, body, err := e.get("/timelines?uid=" + url.QueryEscape(ep.UID)); err != nil || code != http.StatusOK || !strings.Contains(body, ns+"/x") {
+		t.Errorf("GET /timelines?uid=%s = %d (%v), want 200 and the page of %s/x:\n%s", ep.UID, code, err, ns, body)
+	}
 
 	// Exit codes against the real API: an object without a timeline is 1,
 	// an unknown kind 2 with the accepted forms.

@@ -22,8 +22,10 @@ const pageLimit = 50
 // exporter's receive times have nanoseconds, API times whole seconds).
 const timeLayout = "2006-01-02 15:04:05.000Z07:00"
 
-// pageParams are the filters of /timelines, the fields of its form.
-var pageParams = []string{"namespace", "kind", "outcome", "state"}
+// pageParams are the filters of /timelines: the fields of its form, and
+// uid, the target of the exemplar links of deploy/grafana/datasource.yaml
+// (<external-url>/timelines?uid=..., issue 17).
+var pageParams = []string{"namespace", "kind", "outcome", "state", "uid"}
 
 var pageTemplate = template.Must(template.New("timelines.html").Funcs(template.FuncMap{
 	"px":      func(f float64) string { return fmt.Sprintf("%.2f", f) },
