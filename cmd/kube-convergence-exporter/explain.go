@@ -24,7 +24,7 @@ import (
 // Exit codes of `explain` (docs/timelines.md#explain).
 const (
 	explainOK       = 0
-	explainNotFound = 1 // no timeline of the object, the exporter unreachable or answering an error
+	explainFailed   = 1 // no timeline of the object (404), the exporter unreachable or answering another error
 	explainUsage    = 2 // bad usage, an unknown kind (the API's 400)
 )
 
@@ -38,8 +38,9 @@ const (
 // timeline API's path.
 const clusterScope = "_"
 
-// maxAPIBody bounds what explain reads of an answer: one object's retained
-// generations at 200 entries each are a few hundred KB.
+// maxAPIBody bounds what explain reads of an answer, against a URL that
+// serves something else without end; one object's retained generations at
+// 200 entries each are a few hundred KB.
 const maxAPIBody = 64 << 20
 
 // addExplainCommand adds `explain` (docs/timelines.md#explain). now is the
@@ -82,7 +83,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		}
 		client, err := explainClient(*httpConfig)
 		if err != nil {
-			return fail(explainNotFound, "%v", err)
+			return fail(explainFailed, "%v", err)
 		}
 		ns := *namespace
 		if ns == "" {
@@ -93,7 +94,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		target := timelineURL(u, kind, ns, name)
 		status, body, err := get(ctx, client, target)
 		if err != nil {
-			return fail(explainNotFound, "%v", err)
+			return fail(explainFailed, "%v", err)
 		}
 		where := "namespace " + visible(*namespace)
 		if *namespace == "" {
@@ -104,22 +105,22 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 			// An unknown kind: the API lists the accepted forms.
 			return fail(explainUsage, "%s", apiError(body))
 		case status == http.StatusNotFound:
-			return fail(explainNotFound, "%s has no timeline of %s in %s: %s", target.Redacted(), visible(*object), where, apiError(body))
+			return fail(explainFailed, "%s has no timeline of %s in %s: %s", target.Redacted(), visible(*object), where, apiError(body))
 		case status != http.StatusOK:
-			return fail(explainNotFound, "GET %s: %s: %s", target.Redacted(), http.StatusText(status), apiError(body))
+			return fail(explainFailed, "GET %s: %s: %s", target.Redacted(), http.StatusText(status), apiError(body))
 		}
 		var list struct {
 			Items []timeline.Episode `json:"items"`
 		}
 		if err := json.Unmarshal(body, &list); err != nil {
-			return fail(explainNotFound, "GET %s: not a timeline answer: %v", target.Redacted(), err)
+			return fail(explainFailed, "GET %s: not a timeline answer: %v", target.Redacted(), err)
 		}
 		if len(list.Items) == 0 {
-			return fail(explainNotFound, "%s has no timeline of %s in %s", target.Redacted(), visible(*object), where)
+			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), visible(*object), where)
 		}
 		if *format == explainJSON {
 			if err := writeJSON(stdout, body); err != nil {
-				return fail(explainNotFound, "GET %s: %v", target.Redacted(), err)
+				return fail(explainFailed, "GET %s: %v", target.Redacted(), err)
 			}
 			return true, explainOK
 		}
