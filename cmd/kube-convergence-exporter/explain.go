@@ -23,9 +23,9 @@ import (
 
 // Exit codes of `explain` (docs/timelines.md#explain).
 const (
-	explainOK       = 0
-	explainFailed   = 1 // no timeline of the object (404), the exporter unreachable or answering another error
-	explainUsage    = 2 // bad usage, an unknown kind (the API's 400)
+	explainOK     = 0
+	explainFailed = 1 // no timeline of the object (404), the exporter unreachable or answering another error
+	explainUsage  = 2 // bad usage, an unknown kind (the API's 400)
 )
 
 // Output formats of `explain`.
