@@ -51,6 +51,7 @@ type Episodes struct {
 	mu         sync.Mutex
 	sources    []EpisodeSource
 	sinks      []EpisodeSink
+	traceIDs   func(uid string, generation int64) string
 	registered map[prometheus.Registerer]bool
 	inProgress *ZeroKept[[2]string]
 	stalled    *SeriesCap
@@ -112,6 +113,16 @@ func (e *Episodes) AddSink(s EpisodeSink) {
 	e.sinks = append(e.sinks, s)
 }
 
+// SetTraceIDs makes the duration exemplars carry the episode's trace id,
+// as f gives it ("" for none): set when tracing is on, so that an
+// exemplar leads to the trace of its episode. Only episode exemplars carry
+// one: rollouts and custom resources are the episodes that have traces.
+func (e *Episodes) SetTraceIDs(f func(uid string, generation int64) string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.traceIDs = f
+}
+
 // Register registers the families on reg once: every feeder calls it from
 // its own Register, and calls after the first on the same reg do nothing.
 // kinds are the feeder's kinds known in advance, whose recovered counter
@@ -137,6 +148,12 @@ func (e *Episodes) Register(reg prometheus.Registerer, kinds ...tracker.Kind) er
 // Observe turns tracker events into metric updates. logger says which
 // collector recovered an episode.
 func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
+	if len(evs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	sinks, traceIDs := e.sinks, e.traceIDs
+	e.mu.Unlock()
 	for _, ev := range evs {
 		ep := ev.Episode
 		ns := e.cfg.NamespaceLabelValue(ep.Namespace)
@@ -146,8 +163,12 @@ func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 			if ep.Recovered {
 				h = e.RecoveredDuration
 			}
+			traceID := ""
+			if traceIDs != nil {
+				traceID = traceIDs(ep.UID, ep.Generation)
+			}
 			latency.Observe(h.WithLabelValues(string(ep.Kind), ns, string(ev.Stage), string(ep.Change)),
-				ev.Duration.Seconds(), latency.Exemplar(ep.UID, strconv.FormatInt(ep.Generation, 10), ep.Name))
+				ev.Duration.Seconds(), latency.TracedExemplar(ep.UID, strconv.FormatInt(ep.Generation, 10), traceID, ep.Name))
 		case tracker.ThresholdCrossed:
 			e.Exceeded.WithLabelValues(string(ep.Kind), ns, string(ev.Stage), string(ep.Change), latency.Threshold(latency.RolloutBuckets[ev.Threshold])).Inc()
 		case tracker.EpisodeClosed:
@@ -173,12 +194,6 @@ func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 			logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.Start)
 		}
 	}
-	if len(evs) == 0 {
-		return
-	}
-	e.mu.Lock()
-	sinks := e.sinks
-	e.mu.Unlock()
 	for _, s := range sinks {
 		s.ObserveEpisodes(evs)
 	}

@@ -127,3 +127,49 @@ func exemplarRunes(x *dto.Exemplar) int {
 	}
 	return n
 }
+
+// With tracing on, episode exemplars carry the trace id SetTraceIDs gives,
+// and still fit 128 runes with a 253-character name.
+func TestEpisodesExemplarTraceID(t *testing.T) {
+	for _, name := range []string{"web", strings.Repeat("n", 253)} {
+		e := NewEpisodes(config.Default(), time.Now)
+		reg := prometheus.NewPedanticRegistry()
+		if err := e.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+		e.SetTraceIDs(func(uid string, generation int64) string {
+			return strings.Repeat(uid[:1], 16) + strings.Repeat(string(rune('0'+generation)), 16)
+		})
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: "a0000000-5d1a-4c5e-9a51-000000000001", Namespace: "ns", Name: name, Generation: 7, Change: tracker.ChangeCreate}
+		e.Observe([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep},
+			{Type: tracker.StageReached, Episode: ep, Stage: tracker.StageObserved, Duration: 300 * time.Millisecond}}, slog.New(slog.DiscardHandler))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []*dto.Exemplar
+		for _, mf := range mfs {
+			if mf.GetName() != "kube_convergence_rollout_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, b := range m.GetHistogram().GetBucket() {
+					if x := b.GetExemplar(); x != nil {
+						got = append(got, x)
+					}
+				}
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("%d exemplars, want 1", len(got))
+		}
+		labels := map[string]string{}
+		for _, l := range got[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["trace_id"] != "aaaaaaaaaaaaaaaa7777777777777777" || labels["uid"] != ep.UID || labels["generation"] != "7" ||
+			!strings.HasPrefix(name, labels["name"]) || exemplarRunes(got[0]) > 128 || got[0].GetValue() != 0.3 {
+			t.Errorf("exemplar %v value %v (%d runes)", labels, got[0].GetValue(), exemplarRunes(got[0]))
+		}
+	}
+}

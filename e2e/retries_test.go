@@ -473,8 +473,8 @@ func TestRetriesGapsCountNothing(t *testing.T) {
 }
 
 // TestForbiddenEventsDisableRetriesAlone: without list/watch on Events the
-// retries collector is off (collector_up 0, named in /readyz) and every
-// other collector runs.
+// retries collector is off (collector_up 0, named in /readyz), and so is
+// timelines (its Warning Events feed); every other collector runs.
 func TestForbiddenEventsDisableRetriesAlone(t *testing.T) {
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(noEventsUser))
 	body := e.waitReady(60 * time.Second)
@@ -482,8 +482,8 @@ func TestForbiddenEventsDisableRetriesAlone(t *testing.T) {
 		t.Errorf("/readyz does not name the retries collector as forbidden:\n%s", body)
 	}
 	mfs := e.scrape()
-	for _, c := range []string{"rollouts", "pods", "endpoints", "resources", "retries"} {
-		want := map[bool]float64{true: 0, false: 1}[c == "retries"]
+	for _, c := range []string{"rollouts", "pods", "endpoints", "resources", "retries", "timelines"} {
+		want := map[bool]float64{true: 0, false: 1}[c == "retries" || c == "timelines"]
 		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != want {
 			t.Errorf("collector_up{%s} = %v (found %v), want %v", c, v, ok, want)
 		}

@@ -159,6 +159,9 @@ kube-convergence-exporter demo is running. Where to look:
   Exporter      http://%[1]s/           (landing page)
                 http://%[1]s/metrics    (the metrics)
                 http://%[1]s/readyz     (readiness, per collector)
+                http://%[1]s/timelines  (each rollout's evidence: writes, pods, events, stages; slowest and stalled first)
+                http://%[1]s/timelines/deploy/demo-quota/over-quota  (a quota-blocked rollout)
+                curl -s 'http://%[1]s/api/v1/timelines?state=stalled'
   Prometheus    %[2]s   (HTTP API; the web UI needs assets that Go alone does not build)
                 curl -s '%[2]s/api/v1/query' --data-urlencode 'query=histogram_quantile(0.9, sum by (le, kind, stage) (rate(kube_convergence_rollout_duration_seconds_bucket[5m])))'
                 curl -s '%[2]s/api/v1/query' --data-urlencode 'query=kube_convergence_rollout_stalled_seconds'
@@ -177,6 +180,9 @@ demo/sandbox pods report PodReadyToStartContainers. Every Service's endpoints la
 by up to %[7]v (the controller-manager batches slice updates); demo/web-canary's selector moves.
 Admission webhook %[10]s answers in 0.1 s for %[11]v, then in 6 s (timeout 10 s) for as long: the
 exporter's admission probe demo-configmap times it, KubeConvergenceWebhookNearTimeout follows.
+The demo rolls its Deployments back to back, so kube-controller-manager rewrites their status over 60
+times in 5 minutes: KubeConvergenceControllerHotLoop (a ticket) fires for them after 10 minutes, as it
+should for any object rewritten that often.
 Stalls show after 30 s. Press Ctrl-C to stop everything.
 `, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod, demo.BackupObserveDelay, demo.BackupReadyDelay,
 		demo.SlowWebhookName, demo.SlowWebhookPeriod)

@@ -40,6 +40,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracing"
 )
 
 // DefaultListenAddress: the 9100-9999 range of Prometheus' default port
@@ -193,10 +194,22 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		}
 		factory.SetDynamic(dyn)
 	}
-	// One timeline store: fed by the collectors, read by the timeline API.
+	// One timeline store: fed by the collectors, read by the timeline API
+	// and by the tracer (Warning Events as span events).
 	timelines := timeline.NewStore(timeline.Config{Retained: f.tlRetained, MaxEntries: f.tlMaxEntries})
+	collectorOpts := all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg, Timelines: timelines}
+	var tracer *tracing.Tracer
+	if cfg.Tracing.Enabled() {
+		// Built before anything runs: bad TLS files fail the start.
+		if tracer, err = tracing.New(context.Background(), tracing.Options{Config: cfg.Tracing, Version: version.Version, Logger: logger, Events: timelines}); err != nil {
+			return fmt.Errorf("config file %s: %w", f.configFile, err)
+		}
+		collectorOpts.EpisodeSinks = append(collectorOpts.EpisodeSinks, tracer)
+		collectorOpts.TraceIDs = tracer.ExemplarTraceID
+		logger.Info("tracing rollout episodes", "endpoint", cfg.Tracing.Endpoint, "client_type", cfg.Tracing.Client())
+	}
 	var enabled []kcecollectors.Collector
-	for _, c := range all.Collectors(all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg, Timelines: timelines}) {
+	for _, c := range all.Collectors(collectorOpts) {
 		if cfg.Enabled(c.Name()) {
 			enabled = append(enabled, c)
 		}
@@ -241,6 +254,11 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	{
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return exp.Run(ctx) }, func(error) { cancel() })
+	}
+	if tracer != nil {
+		// Stopped with the rest; it flushes what is queued (bounded) first.
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return tracer.Run(ctx) }, func(error) { cancel() })
 	}
 	g.Add(func() error {
 		if err := web.ListenAndServe(srv, f.web, logger); !errors.Is(err, http.ErrServerClosed) {

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/churn"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/endpoints"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/pods"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
@@ -36,6 +36,12 @@ type Options struct {
 	// default bounds (for the metric reference and RBAC). Fed unless the
 	// config disables the timelines collector.
 	Timelines *timeline.Store
+	// EpisodeSinks receive every rollout and custom-resource episode event
+	// after the timeline store (the tracer).
+	EpisodeSinks []collectors.EpisodeSink
+	// TraceIDs, when set (tracing on), gives the trace id of an episode
+	// that its duration exemplars carry.
+	TraceIDs func(uid string, generation int64) string
 }
 
 // Collectors constructs every known collector, enabled or not, in start order.
@@ -55,6 +61,9 @@ func Collectors(o Options) []collectors.Collector {
 	// One set of rollout episode families, fed by workloads and custom
 	// resources alike.
 	episodes := collectors.NewEpisodes(o.Config, o.Now)
+	if o.TraceIDs != nil {
+		episodes.SetTraceIDs(o.TraceIDs)
+	}
 	probes := admissionprobes.New(o.Config, o.Logger)
 	probes.RESTConfig = o.RESTConfig
 	if o.Timelines == nil {
@@ -68,6 +77,9 @@ func Collectors(o Options) []collectors.Collector {
 		episodes.AddSink(o.Timelines)
 		ro.SetTimelines(o.Timelines)
 		re.SetTimelines(o.Timelines)
+	}
+	for _, s := range o.EpisodeSinks {
+		episodes.AddSink(s)
 	}
 	cs := []collectors.Collector{
 		ro,

@@ -84,6 +84,7 @@ type Collector struct {
 	logger    *slog.Logger
 	now       func() time.Time
 	resources []informers.Resource
+	created   *collectors.CreatedTimes
 
 	mu           sync.Mutex // guards everything below
 	tr           *tracker.ChurnTracker
@@ -116,6 +117,7 @@ func New(cfg *config.Config, watched []informers.Resource, logger *slog.Logger, 
 		logger:    logger.With("collector", Name),
 		now:       now,
 		resources: rs,
+		created:   collectors.NewCreatedTimes(now()),
 		tr: tracker.NewChurnTracker(tracker.ChurnConfig{
 			Window:     time.Duration(cfg.Churn.Window),
 			HotWrites:  cfg.Churn.HotWrites,
@@ -413,25 +415,36 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	decodeErrors := c.decodeErrors
 	c.mu.Unlock()
 
+	// The counters carry created timestamps, as client_golang's own do
+	// (collectors.CreatedTimes).
+	created, done := c.created.Scrape(c.now())
+	defer done()
 	for k, n := range updates {
-		ch <- prometheus.MustNewConstMetric(updatesDesc, prometheus.CounterValue, float64(n), k.kind, k.namespace, fmt.Sprint(k.generation))
+		gen := fmt.Sprint(k.generation)
+		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(updatesDesc, prometheus.CounterValue, float64(n),
+			created("updates", k.kind, k.namespace, gen), k.kind, k.namespace, gen)
 	}
 	for _, s := range samples {
 		if s.admit {
-			emit(ch, hotDesc, prometheus.GaugeValue, float64(s.h.Writes), s.h.Kind, s.h.Namespace, s.h.Name, s.h.Manager)
+			emit(ch, hotDesc, prometheus.GaugeValue, float64(s.h.Writes), time.Time{}, s.h.Kind, s.h.Namespace, s.h.Name, s.h.Manager)
 		}
 	}
 	for k, n := range flaps {
-		emit(ch, flapsDesc, prometheus.CounterValue, float64(n), k.Kind, k.A, k.B)
+		emit(ch, flapsDesc, prometheus.CounterValue, float64(n), created("flaps", k.Kind, k.A, k.B), k.Kind, k.A, k.B)
 	}
-	ch <- prometheus.MustNewConstMetric(decodeErrorsDesc, prometheus.CounterValue, float64(decodeErrors))
+	ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(decodeErrorsDesc, prometheus.CounterValue, float64(decodeErrors), created("decode_errors"))
 }
 
 // emit sends a metric whose labels come from clients (field manager names
 // are chosen by each client): one that is not a valid label value (not
-// UTF-8) is left out instead of failing the scrape.
-func emit(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-	if m, err := prometheus.NewConstMetric(d, t, v, labels...); err == nil {
+// UTF-8) is left out instead of failing the scrape. A zero created time
+// (gauges) sends none.
+func emit(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, created time.Time, labels ...string) {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if !created.IsZero() {
+		m, err = prometheus.NewConstMetricWithCreatedTimestamp(d, t, v, created, labels...)
+	}
+	if err == nil {
 		ch <- m
 	}
 }

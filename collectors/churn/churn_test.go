@@ -138,6 +138,7 @@ func TestUpdatesAndHotObjects(t *testing.T) {
 	cfg := config.Default()
 	cfg.Churn.HotWrites = 2
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	start := now
 	c := New(cfg, []informers.Resource{informers.Deployments, informers.Namespaces}, discard(), func() time.Time { return now })
 	reg := prometheus.NewPedanticRegistry()
 	if err := c.Register(reg); err != nil {
@@ -178,6 +179,12 @@ kube_convergence_hot_object_writes{kind="Deployment",manager="my-operator",name=
 					key += l.GetValue() + "/"
 				}
 				out[key] = m.GetCounter().GetValue()
+				// Created timestamps, as client_golang's own counters carry
+				// (collectors.CreatedTimes): born before the first scrape,
+				// created at the collector's start.
+				if ct := m.GetCounter().GetCreatedTimestamp(); ct == nil || !ct.AsTime().Equal(start) {
+					t.Errorf("updates %s: created %v, want the start %v", key, ct, start)
+				}
 			}
 		}
 		return out

@@ -381,8 +381,8 @@ func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string)
 		c.logger.Warn("list/watch of a custom resource failed, retrying", "resource", name, "err", err)
 	})
 	h := c.f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { c.onObject(r, run, obj, initial) },
-		UpdateFunc: func(_, obj any) { c.onObject(r, run, obj, false) },
+		AddFunc:    func(obj any, initial bool) { c.onObject(r, run, nil, obj, initial) },
+		UpdateFunc: func(oldObj, obj any) { c.onObject(r, run, oldObj, obj, false) },
 		DeleteFunc: func(obj any) { c.onDelete(r, run, obj) },
 	})
 	if _, err := inf.AddEventHandler(h); err != nil {
@@ -492,7 +492,7 @@ func (c *Collector) setState(name string, r *resource, state, why string) {
 	c.logger.Log(context.Background(), level, "custom resource state", "resource", name, "state", state, "why", why)
 }
 
-func (c *Collector) onObject(r *resource, run int, obj any, initial bool) {
+func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool) {
 	o, ok := obj.(*records.CustomObject)
 	if !ok {
 		return
@@ -511,7 +511,11 @@ func (c *Collector) onObject(r *resource, run int, obj any, initial bool) {
 		c.logger.Warn("cannot read observedGeneration: judged without the observed stage", "resource", name, "namespace", o.Namespace, "name", o.Name, "err", o.DecodeError)
 	}
 	w := records.Custom(o, r.kind, r.conv)
-	c.ep.Observe(c.tr.Observe(w, now, notLive), c.logger)
+	old, _ := oldObj.(*records.CustomObject)
+	c.timelineConditions(old, o, now)
+	evs := c.tr.Observe(w, now, notLive)
+	c.ep.Observe(evs, c.logger)
+	c.timelineObject(o, evs, now)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
 		line := cd.Type + "=" + cd.Status + " " + cd.Reason + ": " + cd.Message

@@ -1,7 +1,92 @@
 package resources
 
-import "github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+import (
+	"strings"
+	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
 
 // SetTimelines makes the collector feed store with the writes and the
 // condition changes of the open episodes (call before Start).
 func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
+
+// timelineConditions records, before the record is observed, the
+// conditions of o whose status, reason or message changed from old in the
+// open episode: the change that converges it must be recorded before the
+// episode closes. c.mu is held.
+func (c *Collector) timelineConditions(old, o *records.CustomObject, now time.Time) {
+	if c.tl == nil || old == nil || !c.tl.Open(string(o.UID)) {
+		return
+	}
+	for _, e := range conditionEntries(old, o) {
+		e.Time = now
+		c.tl.Add(string(o.UID), e)
+	}
+}
+
+// timelineObject records, after the record is observed, the write that
+// moved its generation (the store keeps one per generation), every
+// condition when the record opened the episode (the state it starts
+// from), and what holds it now. c.mu is held.
+func (c *Collector) timelineObject(o *records.CustomObject, evs []tracker.Event, now time.Time) {
+	if c.tl == nil {
+		return
+	}
+	uid := string(o.UID)
+	if !c.tl.Open(uid) {
+		return
+	}
+	w := timeline.Entry{Time: now, Type: timeline.EntryWrite, Generation: o.Generation}
+	if o.WriteManagers != "" {
+		w.Managers = strings.Split(o.WriteManagers, "\n")
+	}
+	if at := o.WriteTime(); !at.IsZero() {
+		w.APITime = &at
+	}
+	c.tl.Add(uid, w)
+	for _, ev := range evs {
+		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == uid {
+			for _, e := range conditionEntries(nil, o) {
+				e.Time = now
+				c.tl.Add(uid, e)
+			}
+		}
+	}
+	if st, ok := c.tr.Blocking(uid, now); ok {
+		c.tl.Block(uid, string(st.Stage), st.Reason, now)
+	}
+}
+
+// conditionEntries are the conditions of o whose status, reason or message
+// differ from old's (nil: every condition). Reason is "Type=Status",
+// Message the condition's reason and message.
+func conditionEntries(old, o *records.CustomObject) []timeline.Entry {
+	var out []timeline.Entry
+	for _, cd := range o.Conditions {
+		if old != nil && hasCondition(old.Conditions, cd) {
+			continue
+		}
+		e := timeline.Entry{Type: timeline.EntryCondition, Reason: cd.Type + "=" + cd.Status, Message: cd.Message}
+		if cd.Reason != "" {
+			e.Message = cd.Reason + ": " + cd.Message
+		}
+		if !cd.LastTransition.IsZero() {
+			at := cd.LastTransition
+			e.APITime = &at
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasCondition(cs []records.CustomCondition, cd records.CustomCondition) bool {
+	for _, c := range cs {
+		if c.Type == cd.Type {
+			return c.Status == cd.Status && c.Reason == cd.Reason && c.Message == cd.Message
+		}
+	}
+	return false
+}

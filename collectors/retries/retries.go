@@ -65,6 +65,7 @@ type Collector struct {
 	mu      sync.Mutex // guards tr and failing
 	tr      *tracker.RetryTracker
 	failing *collectors.ZeroKept[tracker.RetryKey]
+	created *collectors.CreatedTimes
 }
 
 // New returns the retries collector.
@@ -81,6 +82,7 @@ func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collect
 			MaxLabelSets: cfg.Stall.SeriesLimit,
 		}),
 		failing: collectors.NewZeroKept[tracker.RetryKey](),
+		created: collectors.NewCreatedTimes(now()),
 	}
 }
 
@@ -203,8 +205,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The counters and the histogram carry created timestamps, as
+	// client_golang's own do (collectors.CreatedTimes).
+	created, done := c.created.Scrape(c.now())
+	defer done()
 	for k, n := range c.tr.Counts() {
-		ch <- prometheus.MustNewConstMetric(retriesDesc, prometheus.CounterValue, float64(n), k.Controller, k.Reason, k.Kind)
+		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(retriesDesc, prometheus.CounterValue, float64(n),
+			created("retries", k.Controller, k.Reason, k.Kind), k.Controller, k.Reason, k.Kind)
 	}
 	for k, h := range c.tr.Intervals() {
 		buckets := make(map[float64]uint64, len(tracker.RetryIntervalBuckets))
@@ -213,10 +220,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			cum += h.Counts[i]
 			buckets[b] = cum
 		}
-		ch <- prometheus.MustNewConstHistogram(intervalDesc, h.Count, h.Sum, buckets, k.Controller, k.Kind)
+		ch <- prometheus.MustNewConstHistogramWithCreatedTimestamp(intervalDesc, h.Count, h.Sum, buckets,
+			created("interval", k.Controller, k.Kind), k.Controller, k.Kind)
 	}
 	for k, n := range c.tr.RecorderLimited() {
-		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.CounterValue, float64(n), k.Controller, k.Kind)
+		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(limitedDesc, prometheus.CounterValue, float64(n),
+			created("limited", k.Controller, k.Kind), k.Controller, k.Kind)
 	}
 	failing := c.tr.Failing(c.now()) // releases idle label sets
 	c.failing.Forget(func(k tracker.RetryKey) bool { return !c.tr.Known(k) })

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 func TestKindOf(t *testing.T) {
@@ -176,5 +177,78 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The counters and the interval histogram carry created timestamps, as
+// client_golang's own do: a series born between two scrapes with its first
+// occurrences in it (a quota-blocked ReplicaSet's burst of FailedCreate)
+// is created at the scrape before, when it was 0, so a Prometheus with
+// created-timestamp-zero-ingestion counts those occurrences (the trial,
+// docs/trials.md: 14 occurrences before the first scrape were lost).
+func TestCreatedTimestamps(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	now := start
+	c := New(config.Default(), slog.New(slog.DiscardHandler), func() time.Time { return now })
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	created := func(family string, labels map[string]string) time.Time {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != family {
+				continue
+			}
+		metric:
+			for _, m := range mf.Metric {
+				for _, l := range m.Label {
+					if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+						continue metric
+					}
+				}
+				ts := m.GetCounter().GetCreatedTimestamp()
+				if m.Histogram != nil {
+					ts = m.GetHistogram().GetCreatedTimestamp()
+				}
+				if ts == nil {
+					t.Fatalf("%s %v: no created timestamp", family, labels)
+				}
+				return ts.AsTime()
+			}
+		}
+		t.Fatalf("%s %v not gathered", family, labels)
+		return time.Time{}
+	}
+	warn := func(uid, reason string, count int32, at time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.tr.Observe(tracker.Warning{UID: uid, Controller: "replicaset-controller", Reason: reason, Kind: "ReplicaSet",
+			Object: "rs", Count: count, Legacy: true}, at, false)
+	}
+	// Born before the first scrape, with 14 occurrences and an interval.
+	warn("a", "FailedCreate", 13, start.Add(time.Second))
+	warn("a", "FailedCreate", 14, start.Add(2*time.Second))
+	now = start.Add(30 * time.Second)
+	retries := map[string]string{"reason": "FailedCreate"}
+	if got := created("kube_convergence_controller_retries_total", retries); !got.Equal(start) {
+		t.Errorf("retries born before the first scrape: created %v, want the start %v", got, start)
+	}
+	if got := created("kube_convergence_controller_retry_interval_seconds", nil); !got.Equal(start) {
+		t.Errorf("interval histogram: created %v, want %v", got, start)
+	}
+	// A new reason between the first and the second scrape: created at the
+	// first; the old series keeps its time.
+	warn("b", "FailedDelete", 1, start.Add(40*time.Second))
+	now = start.Add(60 * time.Second)
+	if got, want := created("kube_convergence_controller_retries_total", map[string]string{"reason": "FailedDelete"}), start.Add(30*time.Second); !got.Equal(want) {
+		t.Errorf("new series: created %v, want the previous scrape %v", got, want)
+	}
+	if got := created("kube_convergence_controller_retries_total", retries); !got.Equal(start) {
+		t.Errorf("old series: created %v, want %v", got, start)
 	}
 }

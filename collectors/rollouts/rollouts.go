@@ -105,10 +105,15 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	}
 	facts := []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.nodes, c.view.services, c.view.slices}
 	for _, inf := range []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.services, c.view.slices} {
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onFact(obj) },
-			UpdateFunc: func(_, obj any) { c.onFact(obj) },
-			DeleteFunc: func(obj any) { c.onFact(obj) },
+		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if !initial { // a list's objects are not changes
+					c.timelineFact(nil, obj)
+				}
+				c.onFact(obj)
+			},
+			UpdateFunc: func(oldObj, obj any) { c.timelineFact(oldObj, obj); c.onFact(obj) },
+			DeleteFunc: func(obj any) { c.timelineGone(obj); c.onFact(obj) },
 		})); err != nil {
 			return fmt.Errorf("rollouts: add handler: %w", err)
 		}
@@ -120,6 +125,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := obj.(*corev1.Node)
 			if ok1 && ok2 && records.NodeReady(o) != records.NodeReady(n) {
+				c.onNodeTimeline(n)
 				c.onFact(obj)
 			}
 		},
@@ -157,7 +163,9 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 	now, notLive := informers.NotLive(obj, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Observe(w, now, notLive))
+	evs := c.tr.Observe(w, now, notLive)
+	c.observe(evs)
+	c.timelineWorkload(obj, &w, evs, now)
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {
@@ -209,6 +217,7 @@ func (c *Collector) onFact(obj any) {
 		// which the tracker reads as a missed write (a watch gap).
 		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Target {
 			c.observe(c.tr.Observe(w, now, false))
+			c.block(ep.UID, now)
 		}
 	}
 }

@@ -1,7 +1,329 @@
 package rollouts
 
-import "github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
 
 // SetTimelines makes the collector feed store with the evidence of the
 // open episodes (call before Start).
 func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
+
+// The timeline feed records changes only, and only for workloads with an
+// open episode (the store drops the rest; Open spares building them). It
+// keeps no per-pod state: the informers hand every update with its
+// previous version, which is what a change is measured against. Entries
+// are timed on the receipt of the object that shows them (the store sorts
+// them by it).
+
+// timelineWorkload records, for a workload record, the write that moved
+// its generation (the store keeps one per generation) and what holds its
+// episode now; when the record opened the episode, the workload's existing
+// ReplicaSets and Pods are related to it, so that Warning Events and
+// endpoint changes about them reach it. c.mu is held.
+func (c *Collector) timelineWorkload(obj any, w *tracker.Workload, evs []tracker.Event, now time.Time) {
+	if c.tl == nil {
+		return
+	}
+	for _, ev := range evs {
+		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == w.UID {
+			c.relateDerived(w.Kind, w.UID)
+		}
+	}
+	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if meta, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			managers, at := records.LastWrite(meta)
+			e := timeline.Entry{Time: now, Type: timeline.EntryWrite, Generation: w.Generation, Managers: managers}
+			if !at.IsZero() {
+				e.APITime = &at
+			}
+			c.tl.Add(w.UID, e)
+		}
+	}
+	c.block(w.UID, now)
+}
+
+// block records what holds uid's open episode now. c.mu is held.
+func (c *Collector) block(uid string, now time.Time) {
+	if c.tl == nil {
+		return
+	}
+	if st, ok := c.tr.Blocking(uid, now); ok {
+		c.tl.Block(uid, string(st.Stage), st.Reason, now)
+	}
+}
+
+func (c *Collector) relateDerived(kind tracker.Kind, uid string) {
+	if kind == tracker.Deployment {
+		for _, rs := range informers.ByIndex[*appsv1.ReplicaSet](c.view.replicaSets, informers.IndexOwner, uid) {
+			c.tl.Relate(string(rs.UID), uid)
+		}
+	}
+	for _, p := range c.view.podsOf(kind, uid) {
+		c.tl.Relate(string(p.UID), uid)
+	}
+}
+
+// timelineFact records the change of a pod, ReplicaSet or EndpointSlice
+// from old (nil: created) to obj. The fact handlers call it before they
+// re-evaluate the episodes, so that the evidence that completes an
+// episode is recorded before the episode closes (a handler of its own ran
+// after and found it closed: the last endpoint entries were lost).
+func (c *Collector) timelineFact(old, obj any) {
+	if c.tl == nil {
+		return
+	}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		prev, _ := old.(*corev1.Pod)
+		c.onPodTimeline(prev, o)
+	case *appsv1.ReplicaSet:
+		if old != nil {
+			return
+		}
+		owner := ownerUID(o)
+		if owner == "" || !c.tl.Open(owner) {
+			return
+		}
+		at, _ := informers.ReceivedOr(o, c.now)
+		created := o.CreationTimestamp.Time
+		c.tl.Add(owner, timeline.Entry{Time: at, APITime: &created, Type: timeline.EntryObject,
+			Object: refOf("ReplicaSet", &o.ObjectMeta), Reason: "created"})
+	case *discoveryv1.EndpointSlice:
+		prev, _ := old.(*discoveryv1.EndpointSlice)
+		c.onSliceTimeline(prev, o, obj)
+	}
+}
+
+// timelineGone records the deletion of a pod, ReplicaSet or slice (obj
+// may be a tombstone).
+func (c *Collector) timelineGone(obj any) {
+	if c.tl == nil {
+		return
+	}
+	switch o := informers.Unwrap(obj).(type) {
+	case *corev1.Pod:
+		c.onDerivedGone("Pod", c.view.workloadOf(o), obj, &o.ObjectMeta)
+	case *appsv1.ReplicaSet:
+		c.onDerivedGone("ReplicaSet", ownerUID(o), obj, &o.ObjectMeta)
+	case *discoveryv1.EndpointSlice:
+		c.onSliceTimeline(o, nil, obj)
+	}
+}
+
+func refOf(kind string, m *metav1.ObjectMeta) *timeline.ObjectRef {
+	return &timeline.ObjectRef{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
+}
+
+func (c *Collector) onPodTimeline(old, p *corev1.Pod) {
+	uid := c.view.workloadOf(p)
+	if uid == "" || !c.tl.Open(uid) {
+		return
+	}
+	at, _ := informers.ReceivedOr(p, c.now)
+	ref := refOf("Pod", &p.ObjectMeta)
+	for _, e := range podEntries(old, p, c.view.nodeReady) {
+		e.Time, e.Object = at, ref
+		c.tl.Add(uid, e)
+	}
+}
+
+// onDerivedGone records the deletion of a Pod or ReplicaSet of workload uid.
+func (c *Collector) onDerivedGone(kind, uid string, obj any, m *metav1.ObjectMeta) {
+	if uid == "" || !c.tl.Open(uid) {
+		return
+	}
+	at, _ := informers.ReceivedOr(obj, c.now)
+	e := timeline.Entry{Time: at, Type: timeline.EntryObject, Object: refOf(kind, m), Reason: "deleted"}
+	if m.DeletionTimestamp != nil {
+		t := m.DeletionTimestamp.Time
+		e.APITime = &t
+	}
+	c.tl.Add(uid, e)
+}
+
+// podEntries are the timeline entries of a pod's change from old (nil: it
+// was created): creation, scheduling (the node, or the scheduler's reason
+// it cannot be placed, when it changes), and readiness (turned Ready, not
+// Ready, or a new specific reason it is not, once it is on a node).
+func podEntries(old, p *corev1.Pod, nodeReady func(string) bool) []timeline.Entry {
+	var out []timeline.Entry
+	if old == nil {
+		created := p.CreationTimestamp.Time
+		out = append(out, timeline.Entry{Type: timeline.EntryObject, Reason: "created", APITime: &created})
+		old = &corev1.Pod{}
+	}
+	switch sched := condition(p.Status.Conditions, corev1.PodScheduled); {
+	case old.Spec.NodeName == "" && p.Spec.NodeName != "":
+		out = append(out, timeline.Entry{Type: timeline.EntryScheduled, Node: p.Spec.NodeName, APITime: transition(sched, corev1.ConditionTrue)})
+	case sched != nil && sched.Status == corev1.ConditionFalse && sched.Reason == corev1.PodReasonUnschedulable:
+		if was := condition(old.Status.Conditions, corev1.PodScheduled); was == nil || was.Status != sched.Status || was.Reason != sched.Reason || was.Message != sched.Message {
+			out = append(out, timeline.Entry{Type: timeline.EntryScheduled, Reason: corev1.PodReasonUnschedulable, Message: sched.Message, APITime: transition(sched, corev1.ConditionFalse)})
+		}
+	}
+	ready, wasReady := records.PodReady(p), records.PodReady(old)
+	cond := condition(p.Status.Conditions, corev1.PodReady)
+	reason := tracker.NotReadyReason(records.PodFacts(p, nodeReady))
+	switch {
+	case ready && !wasReady:
+		out = append(out, timeline.Entry{Type: timeline.EntryReady, Reason: "ready", APITime: transition(cond, corev1.ConditionTrue)})
+	case !ready && wasReady:
+		e := timeline.Entry{Type: timeline.EntryReady, Reason: reason, APITime: transition(cond, corev1.ConditionFalse)}
+		if e.Reason == "" {
+			e.Reason = "not_ready" // terminating or finished
+		}
+		if cond != nil {
+			e.Message = cond.Reason
+		}
+		out = append(out, e)
+	case !ready && p.Spec.NodeName != "" && reason != "" && reason != tracker.PodOther &&
+		reason != tracker.NotReadyReason(records.PodFacts(old, nodeReady)):
+		// Still not Ready, for a new reason worth naming (image pull,
+		// crash loop...); "other" (starting) is not news.
+		out = append(out, timeline.Entry{Type: timeline.EntryReady, Reason: reason})
+	}
+	return out
+}
+
+func condition(cs []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// transition is the API-side time of c, when it has that status.
+func transition(c *corev1.PodCondition, status corev1.ConditionStatus) *time.Time {
+	if c == nil || c.Status != status || c.LastTransitionTime.IsZero() {
+		return nil
+	}
+	t := c.LastTransitionTime.Time
+	return &t
+}
+
+// onSliceTimeline records the endpoints of a slice whose state changed
+// from old to cur (nil: created or deleted): a ready endpoint, a not ready
+// one, or removed. Pods are found by uid among those related to an open
+// episode (a deleted pod's endpoint is removed after the pod is gone).
+func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, obj any) {
+	changes := endpointChanges(old, cur)
+	if len(changes) == 0 {
+		return
+	}
+	s := cur
+	if s == nil {
+		s = old
+	}
+	at, _ := informers.ReceivedOr(obj, c.now)
+	var apiTime *time.Time
+	if t := records.Slice(s).TriggerTime; !t.IsZero() {
+		apiTime = &t
+	}
+	service := s.Labels[discoveryv1.LabelServiceName]
+	for _, ch := range changes {
+		c.tl.AddRelated(ch.uid, timeline.Entry{Time: at, APITime: apiTime, Type: timeline.EntryEndpoint,
+			Object: &timeline.ObjectRef{Kind: "Pod", Namespace: s.Namespace, Name: ch.name, UID: ch.uid},
+			Reason: ch.state, Message: service})
+	}
+}
+
+type endpointChange struct{ uid, name, state string }
+
+// endpointChanges lists the pod endpoints whose state differs between two
+// versions of a slice: "ready", "not_ready" (records.ReadyEndpoint: a
+// terminating endpoint is not ready), or "removed".
+func endpointChanges(old, cur *discoveryv1.EndpointSlice) []endpointChange {
+	states := func(s *discoveryv1.EndpointSlice) map[string]endpointChange {
+		if s == nil {
+			return nil
+		}
+		m := make(map[string]endpointChange, len(s.Endpoints))
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
+				continue
+			}
+			st := "not_ready"
+			if records.ReadyEndpoint(e) {
+				st = "ready"
+			}
+			m[string(e.TargetRef.UID)] = endpointChange{string(e.TargetRef.UID), e.TargetRef.Name, st}
+		}
+		return m
+	}
+	was, now := states(old), states(cur)
+	var out []endpointChange
+	if cur != nil {
+		for i := range cur.Endpoints { // in the slice's order: stable entries
+			e := &cur.Endpoints[i]
+			if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
+				continue
+			}
+			ch := now[string(e.TargetRef.UID)]
+			if w, ok := was[ch.uid]; !ok || w.state != ch.state {
+				out = append(out, ch)
+			}
+		}
+	}
+	if old != nil {
+		for i := range old.Endpoints {
+			e := &old.Endpoints[i]
+			if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
+				continue
+			}
+			if _, ok := now[string(e.TargetRef.UID)]; !ok {
+				ch := was[string(e.TargetRef.UID)]
+				ch.state = "removed"
+				out = append(out, ch)
+			}
+		}
+	}
+	return out
+}
+
+// onNodeTimeline records a node's readiness change in the episodes with a
+// pod on it. c.mu is not held.
+func (c *Collector) onNodeTimeline(n *corev1.Node) {
+	if c.tl == nil {
+		return
+	}
+	c.mu.Lock()
+	open := c.tr.Open()
+	c.mu.Unlock()
+	at, _ := informers.ReceivedOr(n, c.now)
+	e := timeline.Entry{Time: at, Type: timeline.EntryNode, Node: n.Name, Reason: "not_ready"}
+	if records.NodeReady(n) {
+		e.Reason = "ready"
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Reason != "" {
+				e.Reason = cond.Reason
+			}
+			e.Message = cond.Message
+			if !cond.LastTransitionTime.IsZero() {
+				t := cond.LastTransitionTime.Time
+				e.APITime = &t
+			}
+		}
+	}
+	for _, ep := range open {
+		for _, p := range c.view.podsOf(ep.Kind, ep.UID) {
+			if p.Spec.NodeName == n.Name {
+				c.tl.Add(ep.UID, e)
+				break
+			}
+		}
+	}
+}

@@ -158,3 +158,16 @@ func ownerUID(o metav1.Object) string {
 	}
 	return ""
 }
+
+// podsOf returns the pods of a workload: a StatefulSet's or DaemonSet's
+// own, a Deployment's through its ReplicaSets.
+func (v *view) podsOf(kind tracker.Kind, uid string) []*corev1.Pod {
+	if kind != tracker.Deployment {
+		return informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, uid)
+	}
+	var pods []*corev1.Pod
+	for _, rs := range informers.ByIndex[*appsv1.ReplicaSet](v.replicaSets, informers.IndexOwner, uid) {
+		pods = append(pods, informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
+	}
+	return pods
+}

@@ -80,6 +80,9 @@ type Config struct {
 	// AdmissionProbes lists dry-run writes that time the admission chain
 	// (none by default).
 	AdmissionProbes []AdmissionProbe `yaml:"admissionProbes"`
+	// Tracing sends OpenTelemetry spans of rollout episodes (off unless
+	// its endpoint is set).
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // CollectorConfig is one collector's settings.
@@ -261,6 +264,7 @@ func (c *Config) validate(pos positions) error {
 	c.validateResources(pos, add)
 	c.validateRetries(pos, add)
 	c.validateWebhooks(pos, add)
+	c.validateTracing(pos, add)
 	if len(errs) > 0 {
 		// One line: the error ends up as a single slog attribute.
 		return errors.New(strings.Join(errs, "; "))

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -31,6 +32,12 @@ const (
 	// (see Compact). It costs one map entry of constant strings per cached
 	// object, tens of bytes against the 2-4 KB that compaction saves.
 	AnnotationCompacted = "kube-convergence.io/compacted"
+	// AnnotationWriteManagers names the field managers of the object's
+	// last write (newline-separated: a manager name is printable), and
+	// AnnotationWriteTime its time (RFC 3339, one-second precision), as
+	// WriteOf reads them; workloads only, for their timelines.
+	AnnotationWriteManagers = "kube-convergence.io/write-managers"
+	AnnotationWriteTime     = "kube-convergence.io/write-time"
 )
 
 // Annotations of the API objects that the collectors read; all others are
@@ -42,6 +49,8 @@ var keptAnnotations = map[string]bool{
 	AnnotationReceived:                                 true,
 	AnnotationListed:                                   true,
 	AnnotationWriter:                                   true,
+	AnnotationWriteManagers:                            true,
+	AnnotationWriteTime:                                true,
 }
 
 // Compact is the informers' transform: it extracts what the collectors need
@@ -69,6 +78,7 @@ func Compact(obj any) (any, error) {
 		compactMeta(&o.ObjectMeta)
 		compactPod(o)
 	case *appsv1.Deployment:
+		setWrite(&o.ObjectMeta)
 		compactMeta(&o.ObjectMeta)
 		spec := o.Spec
 		spec.Template = corev1.PodTemplateSpec{}
@@ -76,6 +86,7 @@ func Compact(obj any) (any, error) {
 		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
 		o.Spec.Template = corev1.PodTemplateSpec{}
 	case *appsv1.StatefulSet:
+		setWrite(&o.ObjectMeta)
 		compactMeta(&o.ObjectMeta)
 		spec := o.Spec
 		spec.Template = corev1.PodTemplateSpec{}
@@ -85,6 +96,7 @@ func Compact(obj any) (any, error) {
 		o.Spec.Template = corev1.PodTemplateSpec{}
 		o.Spec.VolumeClaimTemplates = nil
 	case *appsv1.DaemonSet:
+		setWrite(&o.ObjectMeta)
 		compactMeta(&o.ObjectMeta)
 		spec := o.Spec
 		spec.Template = corev1.PodTemplateSpec{}
@@ -152,6 +164,56 @@ func compactMeta(m *metav1.ObjectMeta) {
 	m.Annotations = kept
 }
 
+// maxWriteManagers bounds the managers named for one write: several only
+// share a second when a controller and a person write at once.
+const maxWriteManagers = 4
+
+// WriteOf returns the field managers of an object's last write and its
+// time: the managers of the managedFields entries with the newest time,
+// status entries excepted (the controller's status writes are
+// not the write that asks for a rollout). Entry times have one-second
+// precision, so managers writing in the same second are named together.
+// A write through /scale stamps no time on v1.37 (see NewestManager): the
+// previous writer is then named. Nil without timed entries.
+func WriteOf(fields []metav1.ManagedFieldsEntry) (managers []string, at time.Time) {
+	for _, f := range fields {
+		if f.Time == nil || f.Subresource == "status" || statusOnly(f.FieldsV1) {
+			continue
+		}
+		switch t := f.Time.Time; {
+		case t.After(at):
+			managers, at = append(managers[:0], f.Manager), t
+		case t.Equal(at) && !slices.Contains(managers, f.Manager) && len(managers) < maxWriteManagers:
+			managers = append(managers, f.Manager)
+		}
+	}
+	return managers, at
+}
+
+// statusOnly reports whether an entry's fields are status fields only: a
+// status write through the main resource (clients before the status
+// subresource, or tests) is not the write either.
+func statusOnly(f *metav1.FieldsV1) bool {
+	if f == nil {
+		return false
+	}
+	raw := f.GetRawBytes()
+	return bytes.Contains(raw, []byte(`"f:status"`)) && !bytes.Contains(raw, []byte(`"f:spec"`)) && !bytes.Contains(raw, []byte(`"f:metadata"`))
+}
+
+// setWrite records WriteOf's answer in annotations Compact keeps.
+func setWrite(m *metav1.ObjectMeta) {
+	managers, at := WriteOf(m.ManagedFields)
+	if len(managers) == 0 {
+		return
+	}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[AnnotationWriteManagers] = strings.Join(managers, "\n")
+	m.Annotations[AnnotationWriteTime] = at.UTC().Format(time.RFC3339)
+}
+
 // setHashes records the hash of the pod template and of the rest of the spec
 // (other must already have template and replicas cleared).
 func setHashes(m *metav1.ObjectMeta, template *corev1.PodTemplateSpec, other interface{ Marshal() ([]byte, error) }) {
@@ -212,11 +274,19 @@ func compactPod(p *corev1.Pod) {
 	// Conditions are kept with type, status, reason and lastTransitionTime:
 	// the startup stages, their order and the unschedulable reason read
 	// them. Their human messages (the kubelet's "containers with unready
-	// status: [app]", 37 bytes; the scheduler's unschedulable explanation,
-	// often over 100) are read by nothing.
+	// status: [app]", 37 bytes) are read by nothing, but for the
+	// scheduler's unschedulable explanation (often over 100 bytes), which
+	// the timelines show.
 	for i := range p.Status.Conditions {
-		p.Status.Conditions[i].Message = ""
-		p.Status.Conditions[i].LastProbeTime = metav1.Time{}
+		c := &p.Status.Conditions[i]
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			// Except why a pod cannot be scheduled: the timeline shows it
+			// (cut like an Event's note), and only pending pods carry it.
+			c.Message = CutUTF8(c.Message, maxNoteBytes)
+		} else {
+			c.Message = ""
+		}
+		c.LastProbeTime = metav1.Time{}
 	}
 	p.Status.InitContainerStatuses = slimStatus(p.Status.InitContainerStatuses)
 	p.Status.ContainerStatuses = slimStatus(p.Status.ContainerStatuses)

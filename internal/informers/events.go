@@ -46,14 +46,14 @@ const maxNoteBytes = 256
 // reason, regarding, reporting controller, counts and times, a cut note.
 func compactEvent(e *eventsv1.Event) {
 	compactMeta(&e.ObjectMeta)
-	e.Note = cutUTF8(e.Note, maxNoteBytes)
+	e.Note = CutUTF8(e.Note, maxNoteBytes)
 	e.Related = nil
 	e.ReportingInstance = ""
 	e.DeprecatedSource.Host = ""
 }
 
-// cutUTF8 cuts s to at most n bytes on a rune boundary.
-func cutUTF8(s string, n int) string {
+// CutUTF8 cuts s to at most n bytes on a rune boundary.
+func CutUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -66,12 +66,26 @@ const MaxExemplarRunes = prometheus.ExemplarMaxRunes
 // Exemplar labels an observation with the object's identity, most useful
 // first: uid and generation, then the name truncated to fit the limit.
 func Exemplar(uid, generation, name string) prometheus.Labels {
+	return TracedExemplar(uid, generation, "", name)
+}
+
+// TracedExemplar is Exemplar with the episode's trace id (when tracing is
+// on, "" otherwise) in the priority uid, generation, trace_id, name: the
+// name is what gets truncated to keep client_golang's 128-rune limit (a
+// 36-rune uid, a generation of up to 19 digits and a 32-digit trace id
+// leave it 17 runes at worst).
+func TracedExemplar(uid, generation, traceID, name string) prometheus.Labels {
 	l := prometheus.Labels{"uid": uid}
 	used := len("uid") + utf8.RuneCountInString(uid)
-	if generation != "" {
-		l["generation"] = generation
-		used += len("generation") + utf8.RuneCountInString(generation)
+	add := func(k, v string) {
+		if v == "" || used+len(k)+utf8.RuneCountInString(v) > MaxExemplarRunes {
+			return
+		}
+		l[k] = v
+		used += len(k) + utf8.RuneCountInString(v)
 	}
+	add("generation", generation)
+	add("trace_id", traceID)
 	room := MaxExemplarRunes - used - len("name")
 	if room > 0 && name != "" {
 		if utf8.RuneCountInString(name) > room {

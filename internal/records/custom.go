@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,9 @@ const maxMessage = 256
 // is. It is safe for concurrent use.
 type Convention struct {
 	Conditions   []string
-	mu           sync.Mutex // a JSONPath keeps state while it evaluates
+	mu           sync.Mutex        // a JSONPath keeps state while it evaluates
+	namesMu      sync.Mutex        // guards names
+	names        map[string]string // interned field manager names
 	observed     *jsonpath.JSONPath
 	observedText string
 	ready        []readyPath
@@ -91,6 +94,14 @@ type CustomObject struct {
 	// SpecWrite is the newest managedFields time touching spec (API side,
 	// one-second precision); zero when unknown.
 	SpecWrite time.Time
+	// WriteManagers are the field managers of the last write
+	// (newline-separated, interned) and WriteUnix its API-side time in Unix
+	// seconds (informers.WriteOf; one-second precision), for the
+	// timelines: 24 bytes per object, where a time.Time and a string of
+	// its own cost 40 plus the name (BenchmarkTrackedMemory went from 993
+	// to 1,041 B/object before).
+	WriteManagers string
+	WriteUnix     int64
 
 	HasStatus bool
 	// ObservedGeneration is read from status.observedGeneration (or the
@@ -168,6 +179,9 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 		Generation: u.GetGeneration(), Created: u.GetCreationTimestamp().Time,
 	}
 	meta := metav1.ObjectMeta{Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
+	if managers, written := informers.WriteOf(meta.ManagedFields); len(managers) > 0 {
+		o.WriteManagers, o.WriteUnix = c.internManagers(strings.Join(managers, "\n")), written.Unix()
+	}
 	informers.CompactMeta(&meta)
 	o.SpecWrite = SpecWritten(&meta)
 	if at, listed := informers.Received(&meta); !at.IsZero() {
@@ -201,9 +215,7 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 		cc.Status = c.intern(cc.Status)
 		cc.Reason, _ = m["reason"].(string)
 		cc.Message, _ = m["message"].(string)
-		if len(cc.Message) > maxMessage {
-			cc.Message = cc.Message[:maxMessage]
-		}
+		cc.Message = informers.CutUTF8(cc.Message, maxMessage)
 		if s, ok := m["lastTransitionTime"].(string); ok {
 			cc.LastTransition, _ = time.Parse(time.RFC3339, s)
 		}
@@ -290,6 +302,34 @@ func (c *Convention) intern(s string) string {
 		}
 	}
 	return s
+}
+
+// maxInterned bounds the manager names interned per convention: a few
+// managers write most objects; a writer inventing names gets them kept
+// per object instead of growing the table.
+const maxInterned = 256
+
+func (c *Convention) internManagers(s string) string {
+	c.namesMu.Lock()
+	defer c.namesMu.Unlock()
+	if v, ok := c.names[s]; ok {
+		return v
+	}
+	if len(c.names) < maxInterned {
+		if c.names == nil {
+			c.names = map[string]string{}
+		}
+		c.names[s] = s
+	}
+	return s
+}
+
+// WriteTime is the API-side time of the last write; zero when unknown.
+func (o *CustomObject) WriteTime() time.Time {
+	if o.WriteUnix == 0 {
+		return time.Time{}
+	}
+	return time.Unix(o.WriteUnix, 0)
 }
 
 func contains(list []string, s string) bool {

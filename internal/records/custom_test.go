@@ -1,8 +1,10 @@
 package records
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -121,5 +123,20 @@ func TestCustomRecords(t *testing.T) {
 				t.Error("transform of a compacted object is not the identity")
 			}
 		})
+	}
+}
+
+// A long condition message is cut on a rune boundary: the timeline serves
+// it as JSON, where a cut rune would show as U+FFFD.
+func TestConditionMessageCutOnRuneBoundary(t *testing.T) {
+	c := convention(t, config.Resource{})
+	msg := strings.Repeat("a", maxMessage-1) + "é and more"
+	o := c.Compact(obj(1, map[string]any{"conditions": []any{cond("Ready", "False", "message", msg)}}))
+	if len(o.Conditions) != 1 {
+		t.Fatalf("conditions %+v", o.Conditions)
+	}
+	got := o.Conditions[0].Message
+	if !utf8.ValidString(got) || got != strings.Repeat("a", maxMessage-1) {
+		t.Errorf("message cut to %q (%d bytes), want the %d a's before the 2-byte é", got[len(got)-3:], len(got), maxMessage-1)
 	}
 }

@@ -5,6 +5,7 @@
 package records
 
 import (
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -289,4 +290,15 @@ func Slice(s *discoveryv1.EndpointSlice) tracker.Slice {
 		}
 	}
 	return r
+}
+
+// LastWrite returns the field managers and the API-side time of the
+// object's last write, as Compact extracted them from managedFields
+// (informers.WriteOf); nil and zero when unknown.
+func LastWrite(m *metav1.ObjectMeta) (managers []string, at time.Time) {
+	if v := m.Annotations[informers.AnnotationWriteManagers]; v != "" {
+		managers = strings.Split(v, "\n")
+	}
+	at, _ = time.Parse(time.RFC3339, m.Annotations[informers.AnnotationWriteTime])
+	return managers, at
 }

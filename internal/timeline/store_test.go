@@ -357,19 +357,22 @@ func TestStoreReopenSupersedes(t *testing.T) {
 	}
 }
 
-// What a reader gets is a copy: changing it changes nothing stored.
+// What a reader gets is a copy of the episode, its stages and its entry
+// list: changing them changes nothing stored. (What entries point to is
+// shared, immutable on both sides.)
 func TestStoreReadsAreCopies(t *testing.T) {
 	s := NewStore(Config{})
 	ep := deploy("u1", 1, 0)
 	s.ObserveEpisodes([]tracker.Event{opened(ep), reachedAfter(ep, tracker.StageObserved, time.Second)})
-	s.Add("u1", Entry{Time: t0, APITime: ptr(t0), Type: EntryWrite, Managers: []string{"m"}, Object: &ObjectRef{Kind: "Deployment", Name: "web-u1"}})
+	s.Add("u1", Entry{Time: t0, Type: EntryWrite, Generation: 1, Managers: []string{"m"}})
 	e := s.List(Query{}, at(time.Second))[0]
 	*e.Stages[0].DurationSeconds = 99
-	*e.Entries[0].APITime = at(time.Hour)
-	e.Entries[0].Managers[0] = "x"
-	e.Entries[0].Object.Name = "x"
+	e.Stages[1].Reached = true
+	e.Entries[0].Reason = "x"
+	e.Entries[1] = Entry{}
+	e.Reason = "x"
 	again := s.List(Query{}, at(time.Second))[0]
-	if *again.Stages[0].DurationSeconds != 1 || !again.Entries[0].APITime.Equal(t0) || again.Entries[0].Managers[0] != "m" || again.Entries[0].Object.Name != "web-u1" {
+	if *again.Stages[0].DurationSeconds != 1 || again.Stages[1].Reached || again.Entries[0].Reason != "" || again.Entries[1].Type != EntryStage || again.Reason != "" {
 		t.Errorf("a reader's change leaked into the store: %+v", again)
 	}
 }
@@ -384,7 +387,7 @@ func TestStoreConcurrentUse(t *testing.T) {
 				uid := fmt.Sprintf("w%d-%d", w, i)
 				ep := deploy(uid, 1, time.Duration(i)*time.Millisecond)
 				s.ObserveEpisodes([]tracker.Event{opened(ep)})
-				s.Add(uid, Entry{Time: ep.Start, Type: EntryWrite, Object: &ObjectRef{UID: uid + "-pod"}})
+				s.Add(uid, Entry{Time: ep.Start, Type: EntryWrite, Generation: 1, Object: &ObjectRef{UID: uid + "-pod"}})
 				s.AddRelated(uid+"-pod", Entry{Time: ep.Start, Type: EntryEvent})
 				s.Block(uid, "updated", "other", ep.Start)
 				s.ObserveEpisodes([]tracker.Event{closedAt(ep, tracker.OutcomeConverged, time.Second)})
@@ -403,5 +406,25 @@ func TestStoreConcurrentUse(t *testing.T) {
 	}
 	if _, e := s.Stats(); e != 790 {
 		t.Errorf("evicted %d, want 790", e)
+	}
+}
+
+// Collectors pass every record: a write is kept once per generation,
+// including the later ones that re-target the episode (an HPA's scale).
+func TestStoreWriteOncePerGeneration(t *testing.T) {
+	s := NewStore(Config{})
+	s.ObserveEpisodes([]tracker.Event{opened(deploy("u1", 2, 0))})
+	for i, g := range []int64{2, 2, 3, 2, 3, 4} {
+		s.Add("u1", Entry{Time: at(time.Duration(i) * time.Second), Type: EntryWrite, Generation: g})
+	}
+	var got []string
+	for _, e := range s.List(Query{}, at(time.Minute))[0].Entries {
+		got = append(got, fmt.Sprintf("gen %d @%v", e.Generation, e.Time.Sub(t0)))
+	}
+	if want := []string{"gen 2 @0s", "gen 3 @2s", "gen 4 @5s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("writes = %v, want %v", got, want)
+	}
+	if !s.Open("u1") || s.Open("u2") {
+		t.Error("Open disagrees with the episodes")
 	}
 }

@@ -1,0 +1,106 @@
+package rollouts
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+)
+
+func entryStrings(es []timeline.Entry) []string {
+	out := []string{}
+	for _, e := range es {
+		s := fmt.Sprintf("%s %s node=%s msg=%q", e.Type, e.Reason, e.Node, e.Message)
+		if e.APITime != nil {
+			s += " api=" + e.APITime.Sub(t0).String()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func podWith(node string, conds ...corev1.PodCondition) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", CreationTimestamp: metav1.NewTime(t0)}}
+	p.Spec.NodeName = node
+	p.Spec.Containers = []corev1.Container{{Name: "app"}}
+	p.Status.Phase = corev1.PodPending
+	if node != "" {
+		p.Status.Phase = corev1.PodRunning
+	}
+	p.Status.Conditions = conds
+	return p
+}
+
+func cond(t corev1.PodConditionType, s corev1.ConditionStatus, reason, msg string, at time.Duration) corev1.PodCondition {
+	return corev1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(t0.Add(at))}
+}
+
+// A pod's life as timeline entries: changes only, with the API-side times.
+func TestPodEntries(t *testing.T) {
+	const msg = "0/1 nodes are available: 1 Insufficient cpu."
+	unsched := cond(corev1.PodScheduled, corev1.ConditionFalse, corev1.PodReasonUnschedulable, msg, time.Second)
+	scheduled := cond(corev1.PodScheduled, corev1.ConditionTrue, "", "", 3*time.Second)
+	ready := cond(corev1.PodReady, corev1.ConditionTrue, "", "", 5*time.Second)
+	notReady := cond(corev1.PodReady, corev1.ConditionFalse, "ContainersNotReady", "", 6*time.Second)
+	crash := podWith("node-a", scheduled, notReady)
+	crash.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	for _, tc := range []struct {
+		name     string
+		old, cur *corev1.Pod
+		want     []string
+	}{
+		{"created", nil, podWith(""), []string{"object created node= msg=\"\" api=0s"}},
+		{"unschedulable", podWith(""), podWith("", unsched), []string{`scheduled Unschedulable node= msg="` + msg + `" api=1s`}},
+		{"still unschedulable, same message", podWith("", unsched), podWith("", unsched), []string{}},
+		{"scheduled", podWith("", unsched), podWith("node-a", scheduled), []string{"scheduled  node=node-a msg=\"\" api=3s"}},
+		{"status write, nothing new", podWith("node-a", scheduled), podWith("node-a", scheduled), []string{}},
+		{"ready", podWith("node-a", scheduled), podWith("node-a", scheduled, ready), []string{"ready ready node= msg=\"\" api=5s"}},
+		{"not ready again", podWith("node-a", scheduled, ready), crash, []string{`ready crash_loop node= msg="ContainersNotReady" api=6s`}},
+		{"a reason worth naming while not ready", podWith("node-a", scheduled, notReady), crash, []string{`ready crash_loop node= msg=""`}},
+		{"starting is not news", podWith("node-a"), podWith("node-a", scheduled, notReady), []string{}},
+	} {
+		got := entryStrings(podEntries(tc.old, tc.cur, func(string) bool { return true }))
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func slice(eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{Endpoints: eps}
+}
+
+func endpoint(uid string, ready bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "pod-" + uid, UID: types.UID("u" + uid)},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}
+}
+
+// Endpoint presence changes of one slice, in the slice's order, removed last.
+func TestEndpointChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, cur *discoveryv1.EndpointSlice
+		want     []endpointChange
+	}{
+		{"created", nil, slice(endpoint("1", false), endpoint("2", true)),
+			[]endpointChange{{"u1", "pod-1", "not_ready"}, {"u2", "pod-2", "ready"}}},
+		{"one turned ready", slice(endpoint("1", false), endpoint("2", true)), slice(endpoint("1", true), endpoint("2", true)),
+			[]endpointChange{{"u1", "pod-1", "ready"}}},
+		{"one removed, one added", slice(endpoint("1", true), endpoint("2", true)), slice(endpoint("2", true), endpoint("3", false)),
+			[]endpointChange{{"u3", "pod-3", "not_ready"}, {"u1", "pod-1", "removed"}}},
+		{"deleted", slice(endpoint("1", true)), nil, []endpointChange{{"u1", "pod-1", "removed"}}},
+		{"unchanged", slice(endpoint("1", true)), slice(endpoint("1", true)), nil},
+	} {
+		if got := endpointChanges(tc.old, tc.cur); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package timeline
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
+)
+
+// fill stores n closed Deployment episodes of entries entries each, shaped
+// like the feed's: a write, then pod evidence (an object reference and a
+// message of their own per entry, as the informers hand them), stages, the
+// close.
+func fill(s *Store, n, entries int) {
+	for i := range n {
+		uid := fmt.Sprintf("0b7c1e3a-5d2f-4c8e-9a61-%012d", i)
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: uid, Namespace: "shop", Name: fmt.Sprintf("web-%d", i),
+			Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0.Add(time.Duration(i) * time.Second)}
+		s.ObserveEpisodes([]tracker.Event{opened(ep)})
+		api := ep.Start.Truncate(time.Second)
+		s.Add(uid, Entry{Time: ep.Start, APITime: &api, Type: EntryWrite, Generation: 2, Managers: []string{"kubectl-client-side-apply"}})
+		for j := range entries - 6 {
+			pod := fmt.Sprintf("web-%d-7d9f8c6b5-%05d", i, j)
+			s.Add(uid, Entry{Time: ep.Start.Add(time.Duration(j) * time.Millisecond), Type: EntryEvent,
+				Object: &ObjectRef{Kind: "Pod", Namespace: "shop", Name: pod, UID: fmt.Sprintf("9f3a%032d", j)},
+				Reason: "FailedCreate", Message: "Error creating: pods \"" + pod + "\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1",
+				Controller: "replicaset-controller", Count: int64(j)})
+		}
+		d := time.Second
+		s.ObserveEpisodes([]tracker.Event{
+			reachedAfter(ep, tracker.StageObserved, d), reachedAfter(ep, tracker.StageUpdated, 2*d),
+			reachedAfter(ep, tracker.StageAvailable, 3*d), reachedAfter(ep, tracker.StageEndpointsReady, 4*d),
+			{Type: tracker.EpisodeClosed, Episode: ep, Outcome: tracker.OutcomeConverged, At: ep.Start.Add(4 * d)},
+		})
+	}
+}
+
+func heap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkStoreMemory reports the heap held by a full store of 1000
+// closed episodes (--timelines.retained's default), per episode and per
+// entry: the entries-free cost of an episode from a store of 6-entry
+// episodes (write, 4 stages, close), the cost of an entry from the
+// difference with 200-entry ones (--timelines.max-entries' default).
+func BenchmarkStoreMemory(b *testing.B) {
+	const n = 1000
+	for _, entries := range []int{6, 50, 200} {
+		b.Run(fmt.Sprintf("episodes=%d/entries=%d", n, entries), func(b *testing.B) {
+			var perEpisode float64
+			for range b.N {
+				before := heap()
+				s := NewStore(Config{Retained: n})
+				fill(s, n, entries)
+				perEpisode = float64(heap()-before) / n
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(perEpisode, "B/episode")
+			b.ReportMetric(perEpisode/float64(entries), "B/entry")
+		})
+	}
+}
+
+// BenchmarkStoreAdd is the cost of one entry on the feed's path.
+func BenchmarkStoreAdd(b *testing.B) {
+	s := NewStore(Config{})
+	ep := deploy("u1", 1, 0)
+	s.ObserveEpisodes([]tracker.Event{opened(ep)})
+	e := Entry{Time: t0, Type: EntryReady, Object: &ObjectRef{Kind: "Pod", Name: "web-1", UID: "p1"}, Reason: "ready"}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Add("u1", e)
+	}
+}
+
+// BenchmarkStoreList reads a full store of 1000 closed 50-entry episodes:
+// the API's default list (100 longest), a namespace's 1000, one uid.
+func BenchmarkStoreList(b *testing.B) {
+	s := NewStore(Config{Retained: 1000})
+	fill(s, 1000, 50)
+	now := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name string
+		q    Query
+	}{
+		{"default-100", Query{Limit: 100}},
+		{"all-1000", Query{Namespace: "shop", Limit: 1000}},
+		{"uid", Query{UID: fmt.Sprintf("0b7c1e3a-5d2f-4c8e-9a61-%012d", 500)}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if len(s.List(tc.q, now)) == 0 {
+					b.Fatal("empty")
+				}
+			}
+		})
+	}
+}
