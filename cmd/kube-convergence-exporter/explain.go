@@ -259,10 +259,9 @@ func writeEpisode(w io.Writer, e timeline.Episode, now time.Time) {
 	}
 	fmt.Fprintf(w, "%s, %s change\n", head, visible(e.Change))
 	state := visible(e.State)
-	switch {
-	case e.State == timeline.StateClosed:
+	if e.State == timeline.StateClosed {
 		state += fmt.Sprintf(" (%s) after %s", visible(e.Outcome), seconds(e.DurationSeconds))
-	default:
+	} else {
 		state += fmt.Sprintf(" for %s", seconds(e.DurationSeconds))
 	}
 	if e.Recovered {

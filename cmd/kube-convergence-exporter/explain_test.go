@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,7 +179,7 @@ func TestExplainRequestPath(t *testing.T) {
 		{[]string{"deploy/a b%c?d#e", "-n", "shop"}, "/api/v1/timelines/deploy/shop/a%20b%25c%3Fd%23e"},
 	} {
 		*paths = nil
-		args := append(c.args, "--exporter.url", srv.URL)
+		args := append(slices.Clone(c.args), "--exporter.url", srv.URL)
 		if code, _, errs := runExplain(t, args...); code != 0 {
 			t.Errorf("%v: exit %d, stderr %q", c.args, code, errs)
 		}
