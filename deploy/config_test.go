@@ -87,9 +87,10 @@ func configFile(t *testing.T, objs []object) *renderedConfig {
 
 // checkConfig asserts that a rendering with --config.file holds a
 // configuration the exporter accepts, and a ClusterRole that grants list
-// and watch on everything it makes the exporter read (the same as
-// `kube-convergence-exporter rbac --config.file`, in process;
-// TestConfigRBACFromBinary asks the binary).
+// and watch on everything it makes the exporter read, and the Roles its
+// admission probes need (the same as `kube-convergence-exporter rbac
+// --config.file`, in process; TestConfigRBACFromBinary and
+// TestHelmProbeRoles ask the binary).
 func checkConfig(t *testing.T, objs []object) {
 	t.Helper()
 	rc := configFile(t, objs)
@@ -109,6 +110,7 @@ func checkConfig(t *testing.T, objs []object) {
 			}
 		}
 	}
+	checkProbeRoles(t, objs, cfg)
 }
 
 // grants reports whether one of rules allows verb on group/resource.
@@ -176,32 +178,36 @@ func TestConfigRBACFromBinary(t *testing.T) {
 	}
 }
 
-// TestChartREADMEShowsConfigExample keeps the chart README's example of
-// config and rbac.extraRules the file the tests render.
+// TestChartREADMEShowsConfigExample keeps the chart README's examples of
+// config and rbac.extraRules, and of config.admissionProbes, the files the
+// tests render.
 func TestChartREADMEShowsConfigExample(t *testing.T) {
-	values, err := os.ReadFile(chartConfigValues)
-	if err != nil {
-		t.Fatal(err)
-	}
 	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The values without their leading comment.
-	var body []string
-	for _, l := range strings.SplitAfter(string(values), "\n") {
-		if len(body) > 0 || !strings.HasPrefix(l, "#") {
-			body = append(body, l)
+	for _, file := range []string{chartConfigValues, chartProbeValues} {
+		values, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !strings.Contains(string(readme), "```yaml\n"+strings.Join(body, "")+"```\n") {
-		t.Errorf("the chart's README.md lacks a yaml block with the values of %s:\n%s", chartConfigValues, strings.Join(body, ""))
+		// The values without their leading comment.
+		var body []string
+		for _, l := range strings.SplitAfter(string(values), "\n") {
+			if len(body) > 0 || !strings.HasPrefix(l, "#") {
+				body = append(body, l)
+			}
+		}
+		if !strings.Contains(string(readme), "```yaml\n"+strings.Join(body, "")+"```\n") {
+			t.Errorf("the chart's README.md lacks a yaml block with the values of %s:\n%s", file, strings.Join(body, ""))
+		}
 	}
 }
 
 // TestHelmConfigSchemaMatchesExporter keeps the schema of value config in
 // step with the exporter's configuration file: the same top-level keys and
-// the same keys of a resources entry as package config's yaml tags.
+// the same keys of a resources and an admissionProbes entry as package
+// config's yaml tags.
 func TestHelmConfigSchemaMatchesExporter(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
@@ -226,6 +232,9 @@ func TestHelmConfigSchemaMatchesExporter(t *testing.T) {
 	}
 	if got, want := sortedKeys(cfgSchema.Properties["resources"].Items.Properties), yamlKeys(t, config.Resource{}); !slices.Equal(got, want) {
 		t.Errorf("values.schema.json config.resources[] keys %v, the exporter's configuration file has %v", got, want)
+	}
+	if got, want := sortedKeys(cfgSchema.Properties["admissionProbes"].Items.Properties), yamlKeys(t, config.AdmissionProbe{}); !slices.Equal(got, want) {
+		t.Errorf("values.schema.json config.admissionProbes[] keys %v, the exporter's configuration file has %v", got, want)
 	}
 }
 

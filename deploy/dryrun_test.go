@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,10 +23,21 @@ func dryRun(t *testing.T, objs []object, namespace string) {
 	kubeconfig := "--kubeconfig=" + sb.Kubeconfig("")
 	dir := t.TempDir()
 
-	// The namespace is the installer's to create (nothing renders one):
-	// create it for real, idempotently.
-	ns := filepath.Join(dir, "namespace.json")
-	if err := os.WriteFile(ns, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+namespace+`"}}`), 0o600); err != nil {
+	// The namespace is the installer's to create (nothing renders one),
+	// and so are those the admission probes write to: create them for
+	// real, idempotently.
+	names := []string{namespace}
+	for _, o := range objs {
+		if n := o.namespace(); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	var nsDocs []string
+	for _, n := range names {
+		nsDocs = append(nsDocs, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+n+`"}}`)
+	}
+	ns := filepath.Join(dir, "namespaces.yaml")
+	if err := os.WriteFile(ns, []byte(strings.Join(nsDocs, "\n---\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := command(t.Context(), "", kubectl, kubeconfig, "apply", "-f", ns); err != nil {

@@ -48,8 +48,9 @@ func helmTemplate(t *testing.T, release, namespace string, args ...string) []obj
 func TestHelmLint(t *testing.T) {
 	helm := tool(t, "helm")
 	for name, args := range map[string][]string{
-		"defaults":     nil,
-		"all switches": allSwitches,
+		"defaults":         nil,
+		"all switches":     allSwitches,
+		"admission probes": {"-f", chartProbeValues},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := command(t.Context(), "", helm, append([]string{"lint", "--strict", chartDir}, args...)...)
@@ -157,13 +158,35 @@ func TestHelmMatchesKustomize(t *testing.T) {
 	for name, c := range map[string]struct {
 		args []string
 		k    kustomization
+		only []string // compare only these kinds
 	}{
 		"defaults = base":                       {k: kustomization{dir: "deploy/base", namespace: "kube-convergence"}},
 		"every switch = base + every component": {args: allSwitches, k: kustomizations()["all-components"]},
+		// The example probe of components/admission-probes (its
+		// kustomization.yaml): the chart's Role and RoleBinding for it are
+		// the component's. Only those two kinds are compared: the
+		// component leaves the configuration file to components/config.
+		"probe example = base + admission-probes": {
+			args: []string{"--set-json", `config.admissionProbes=[{"name":"configmap-create","resource":"configmaps","namespace":"kube-convergence","operation":"CREATE","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kce-admission-probe"}}}]`},
+			k:    kustomization{namespace: "kube-convergence", components: []string{"admission-probes"}},
+			only: []string{"Role", "RoleBinding"},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			chart := normalise(t, helmTemplate(t, "kube-convergence-exporter", c.k.namespace, c.args...))
 			kust := normalise(t, kustomize(t, c.k))
+			if c.only != nil {
+				for _, m := range []map[string]object{chart, kust} {
+					for id, o := range m {
+						if !slices.Contains(c.only, o.kind()) {
+							delete(m, id)
+						}
+					}
+				}
+				if len(kust) != len(c.only) {
+					t.Fatalf("kustomize renders %d objects of kinds %v, want %d", len(kust), c.only, len(c.only))
+				}
+			}
 			for id := range kust {
 				if _, ok := chart[id]; !ok {
 					t.Errorf("%s: rendered by kustomize, not by the chart", id)
@@ -297,6 +320,44 @@ func TestHelmSchemaRejects(t *testing.T) {
 				t.Errorf("--set %s accepted; rendered %d bytes", set, len(out))
 			} else if !strings.Contains(err.Error(), "schema") {
 				t.Errorf("--set %s: refused, but not by the schema: %v", set, err)
+			}
+		})
+	}
+
+	// Admission probes: a valid probe, then the same with one fault each.
+	probe := func(edit func(map[string]any)) string {
+		p := map[string]any{
+			"name": "cm", "resource": "configmaps", "namespace": "team-a", "operation": "CREATE", "interval": "30s",
+			"object": map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "kce-probe"}},
+		}
+		edit(p)
+		b, err := json.Marshal([]any{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "config.admissionProbes=" + string(b)
+	}
+	valid := probe(func(map[string]any) {})
+	if out, err := command(t.Context(), "", helm, "template", "x", chartDir, "--set-json", valid); err != nil || !strings.Contains(string(out), "kind: Role\n") {
+		t.Fatalf("--set-json %s: %v; want a Role in\n%s", valid, err, out)
+	}
+	for name, edit := range map[string]func(map[string]any){
+		"probe operation":       func(p map[string]any) { p["operation"] = "PATCH" },
+		"probe lower-case op":   func(p map[string]any) { p["operation"] = "create" },
+		"probe unknown key":     func(p map[string]any) { p["namespaces"] = p["namespace"] },
+		"probe no namespace":    func(p map[string]any) { delete(p, "namespace") },
+		"probe bad namespace":   func(p map[string]any) { p["namespace"] = "Team_A" },
+		"probe kind not plural": func(p map[string]any) { p["resource"] = "ConfigMap" },
+		"probe no object":       func(p map[string]any) { delete(p, "object") },
+		"probe bad interval":    func(p map[string]any) { p["interval"] = "30" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := probe(edit)
+			out, err := command(t.Context(), "", helm, "template", "x", chartDir, "--set-json", set)
+			if err == nil {
+				t.Errorf("--set-json %s accepted; rendered %d bytes", set, len(out))
+			} else if !strings.Contains(err.Error(), "schema") {
+				t.Errorf("--set-json %s: refused, but not by the schema: %v", set, err)
 			}
 		})
 	}

@@ -184,15 +184,20 @@ func TestEveryOverlayAndComponentRendered(t *testing.T) {
 // kustomize tree and the Helm chart alike.
 func checkRendered(t *testing.T, objs []object, namespace string) {
 	t.Helper()
+	// The admission probes' Roles and RoleBindings live in the namespaces
+	// the probes write to; everything else namespaced in the release's.
+	probeNS := probeNamespaces(t, objs)
 	for _, o := range objs {
 		if o.kind() == "Namespace" {
 			t.Errorf("renders a Namespace %s: an overlay onto a shared namespace would relabel it, and delete it on uninstall", o.name())
 		}
-		if clusterScoped[o.kind()] {
+		switch {
+		case clusterScoped[o.kind()]:
 			if o.namespace() != "" {
 				t.Errorf("%s: cluster-scoped with namespace %q", o.id(), o.namespace())
 			}
-		} else if o.namespace() != namespace {
+		case (o.kind() == "Role" || o.kind() == "RoleBinding") && probeNS[o.namespace()]:
+		case o.namespace() != namespace:
 			t.Errorf("%s: namespace %q, want %q", o.id(), o.namespace(), namespace)
 		}
 		if l, _ := o.meta()["labels"].(map[string]any); l["app.kubernetes.io/name"] != "kube-convergence-exporter" {
@@ -219,6 +224,8 @@ func checkRendered(t *testing.T, objs []object, namespace string) {
 	if want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: namespace}}; !slices.Equal(binding.Subjects, want) {
 		t.Errorf("ClusterRoleBinding subjects %+v, want %+v", binding.Subjects, want)
 	}
+
+	checkRoleBindings(t, objs, sa.Name, namespace)
 
 	var d appsv1.Deployment
 	decode(t, only(t, objs, "Deployment"), &d)

@@ -32,6 +32,8 @@ var ChartSources = []string{
 	PrometheusRulePath,
 	DashboardsConfigMapPath,
 	"deploy/components/network-policy/networkpolicy.yaml",
+	"deploy/components/admission-probes/role.yaml",
+	"deploy/components/admission-probes/rolebinding.yaml",
 }
 
 // ChartCopyPath is where the chart keeps its copy of src.

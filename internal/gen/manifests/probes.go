@@ -11,7 +11,9 @@ import (
 )
 
 // ProbeRoleName names the Role that lets the exporter send its admission
-// probes (deploy/components/admission-probes binds it).
+// probes (deploy/components/admission-probes binds it; the Helm chart's
+// templates/admission-probes.yaml renders the same rules as
+// <fullname>-admission-probes).
 const ProbeRoleName = "kube-convergence-exporter-admission-probes"
 
 // probeVerbs are the verbs a probe's dry-run request needs: RBAC
@@ -39,7 +41,8 @@ const probeRolesHeader = `---
 # The admission probes' write verbs (dry-run requests are authorized like
 # the writes), one Role per probed namespace, narrower than a ClusterRole
 # rule. Bind each to the exporter's ServiceAccount with a RoleBinding, as
-# deploy/components/admission-probes does for its namespace.
+# deploy/components/admission-probes does for its namespace (the Helm chart
+# renders these Roles and their bindings from config.admissionProbes).
 `
 
 // ProbeRoles renders one Role per namespace the probes write to, with

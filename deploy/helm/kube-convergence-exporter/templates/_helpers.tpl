@@ -43,16 +43,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end -}}
 
 {{/*
-kce.meta sets the name, namespace (unless cluster-scoped) and labels of a
-loaded object in place. Labels already in the file (the dashboards' sidecar
-label) and extra ones stay.
-  include "kce.meta" (dict "ctx" . "obj" $obj "name" "..." "clusterScoped" false "labels" (dict))
+kce.meta sets the name, namespace (unless cluster-scoped; default: the
+release namespace) and labels of a loaded object in place. Labels already in
+the file (the dashboards' sidecar label) and extra ones stay.
+  include "kce.meta" (dict "ctx" . "obj" $obj "name" "..." "clusterScoped" false "namespace" "" "labels" (dict))
 */}}
 {{- define "kce.meta" -}}
 {{- $m := .obj.metadata -}}
 {{- $_ := set $m "name" .name -}}
 {{- if not .clusterScoped -}}
-{{- $_ := set $m "namespace" .ctx.Release.Namespace -}}
+{{- $_ := set $m "namespace" (.namespace | default .ctx.Release.Namespace) -}}
 {{- end -}}
 {{- $labels := merge (dict) (.labels | default dict) (include "kce.labels" .ctx | fromYaml) ($m.labels | default dict) -}}
 {{- $_ := set $m "labels" $labels -}}
