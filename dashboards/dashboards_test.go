@@ -657,3 +657,50 @@ func TestStrictSchema(t *testing.T) {
 		}
 	}
 }
+
+// The tables of stalled rollouts link each name to the object's timeline
+// on the exporter, through the exporter_url variable and the row's kind,
+// timeline_namespace ("_" for a cluster-scoped custom resource) and name;
+// the queries add timeline_namespace, the table hides it.
+func TestStalledTablesLinkToTimelines(t *testing.T) {
+	want := map[string]string{
+		"kce-overview / \"Top stalled rollouts\" / column name": "",
+		"kce-rollouts / \"Stalled rollouts\" / column Name":     "",
+	}
+	for _, d := range All() {
+		p := parsed(t, d)
+		for _, l := range p.Links {
+			if _, ok := want[l.String()]; !ok {
+				t.Errorf("unexpected link %s", l)
+				continue
+			}
+			want[l.String()] = l.URL
+			vars := map[string]string{exporterURLVar: "https://kce.example.com/kce"}
+			for _, c := range []struct{ ns, want string }{
+				{"shop", "https://kce.example.com/kce/timelines/Deployment/shop/web"},
+				{"_", "https://kce.example.com/kce/timelines/Deployment/_/web"},
+			} {
+				got, err := ExpandLink(l.URL, vars, map[string]string{"kind": "Deployment", "namespace": c.ns, timelineNamespace: c.ns, "name": "web"})
+				if err != nil || got != c.want {
+					t.Errorf("%s: %q, %v; want %q", l, got, err, c.want)
+				}
+			}
+			for _, tg := range p.Targets {
+				if tg.Panel == l.Panel && !strings.Contains(tg.Expr, timelineNamespace) {
+					t.Errorf("%s: query %s does not add %s", l, tg.RefID, timelineNamespace)
+				}
+			}
+			if !slices.ContainsFunc(p.Variables, func(v Variable) bool { return v.Name == exporterURLVar }) {
+				t.Errorf("%s: the dashboard has no variable %s", l, exporterURLVar)
+			}
+		}
+	}
+	for l, url := range want {
+		if url == "" {
+			t.Errorf("no timeline link on %s", l)
+		}
+	}
+	if _, err := ExpandLink(timelineLinkURL, map[string]string{exporterURLVar: "x"}, map[string]string{"kind": "Deployment", "name": "web"}); err == nil {
+		t.Error("ExpandLink accepted a row without timeline_namespace")
+	}
+}

@@ -64,12 +64,12 @@ func overview(b *bundled) (*board, error) {
 			instant(fmt.Sprintf(`count(kube_convergence_pod_stalled_seconds{%s}) or vector(0)`, podSel), "stalled")).
 			Thresholds(noneIsGood)),
 	)
-	stalledRollouts := tablePanel("Top stalled rollouts",
+	stalledRollouts := withTimelineLink(tablePanel("Top stalled rollouts",
 		"The 10 oldest rollouts past the stall threshold: the stage they have not reached, the most specific reason found (docs/rollouts.md#stall-reasons) "+
 			"and the time since the spec write. Legitimately empty when nothing is stalled, which is the healthy state. "+
-			"Capped by stall.seriesLimit (see the Exporter dashboard).",
+			"Capped by stall.seriesLimit (see the Exporter dashboard). "+timelineLinkHelp,
 		map[string]string{"Value": "Stalled for"}, nil,
-		tableQuery(fmt.Sprintf(`topk(10, max by (cluster, kind, namespace, name, stage, reason) (kube_convergence_rollout_stalled_seconds{%s}))`, rolloutSel))).
+		tableQuery(withTimelineNamespace(fmt.Sprintf(`topk(10, max by (cluster, kind, namespace, name, stage, reason) (kube_convergence_rollout_stalled_seconds{%s}))`, rolloutSel)))), "name").
 		Unit(units.Seconds).
 		SortBy([]cog.Builder[common.TableSortByFieldState]{common.NewTableSortByFieldStateBuilder().DisplayName("Stalled for").Desc(true)})
 	stalledPods := tablePanel("Top stalled pods",

@@ -1,6 +1,7 @@
 package dashboards
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -130,4 +131,49 @@ func valueMap(m map[string][2]string) []dashboard.ValueMapping {
 		opts[v] = dashboard.ValueMappingResult{Text: ptr(m[v][0]), Color: ptr(m[v][1]), Index: ptr(int32(i))}
 	}
 	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: opts}}}
+}
+
+// timelineNamespace is a label the stalled-rollouts queries add for the
+// timeline link: the namespace, or "_" for a cluster-scoped custom
+// resource (the timeline API's and page's path segment). Hidden in the
+// table, not excluded: an excluded column is removed from the frame, and
+// the link could not read it.
+const timelineNamespace = "timeline_namespace"
+
+// clusterScope is the namespace path segment of a cluster-scoped object in
+// the exporter's /timelines and /api/v1/timelines (issue 17).
+const clusterScope = "_"
+
+// withTimelineNamespace adds timelineNamespace to the series of expr:
+// label_join of the one label copies the namespace (no capture group: $1
+// reads as a dashboard variable to Grafana), then label_replace, whose
+// regex is anchored, writes "_" where the namespace is empty.
+func withTimelineNamespace(expr string) string {
+	return fmt.Sprintf(`label_replace(label_join(%s, %q, "", "namespace"), %q, %q, "namespace", "")`,
+		expr, timelineNamespace, timelineNamespace, clusterScope)
+}
+
+// timelineLinkURL is the exporter's timeline page of a table row's object:
+// <external-url>/timelines/{kind}/{namespace}/{name}, external-url read
+// from kube_convergence_web_info by exporterURLVariable. The row's label
+// columns are read by their label names (a column renamed for display
+// keeps its name). Kinds (Deployment, Kind.group), namespaces and names
+// are DNS names and URL-safe: no encoding needed.
+var timelineLinkURL = "${" + exporterURLVar + "}/timelines/${__data.fields.kind}/${__data.fields." + timelineNamespace + "}/${__data.fields.name}"
+
+// timelineLinkHelp ends the description of a table with timeline links.
+const timelineLinkHelp = "A name links to the object's timeline on the exporter's page (the evidence of every retained generation: " +
+	"writes, ReplicaSets, pods, scheduling, Warning Events; docs/timelines.md), at the exporter's --web.external-url."
+
+// withTimelineLink makes the name column of a table of stalled rollouts
+// (queries through withTimelineNamespace) a link to the object's timeline
+// on the exporter's page, and hides the timelineNamespace column.
+func withTimelineLink(p *table.PanelBuilder, nameColumn string) *table.PanelBuilder {
+	return p.
+		OverrideByName(nameColumn, []dashboard.DynamicConfigValue{{Id: "links", Value: []map[string]any{{
+			"title":       "Timeline of ${__data.fields.kind} ${__data.fields.namespace}/${__data.fields.name} on the exporter",
+			"url":         timelineLinkURL,
+			"targetBlank": true,
+		}}}}).
+		OverrideByName(timelineNamespace, []dashboard.DynamicConfigValue{{Id: "custom.hidden", Value: true}})
 }

@@ -36,11 +36,25 @@ type Variable struct {
 	Hidden    bool
 }
 
+// Link is a data link of a panel's column (a field override's links).
+type Link struct {
+	Dashboard string
+	Panel     string // title
+	Column    string // the field it is on (override by name)
+	URL       string
+}
+
+// String names the link in test failures.
+func (l Link) String() string {
+	return fmt.Sprintf("%s / %q / column %s", l.Dashboard, l.Panel, l.Column)
+}
+
 // Parsed is what the tests read from a dashboard's JSON.
 type Parsed struct {
 	UID       string
 	Targets   []Target
 	Variables []Variable
+	Links     []Link
 }
 
 // Parse reads the targets and variables of a dashboard JSON.
@@ -57,6 +71,18 @@ func Parse(dashboardJSON []byte) (*Parsed, error) {
 				Instant  bool   `json:"instant"`
 				Exemplar bool   `json:"exemplar"`
 			} `json:"targets"`
+			FieldConfig struct {
+				Overrides []struct {
+					Matcher struct {
+						ID      string `json:"id"`
+						Options any    `json:"options"`
+					} `json:"matcher"`
+					Properties []struct {
+						ID    string          `json:"id"`
+						Value json.RawMessage `json:"value"`
+					} `json:"properties"`
+				} `json:"overrides"`
+			} `json:"fieldConfig"`
 		} `json:"panels"`
 		Templating struct {
 			List []struct {
@@ -77,6 +103,23 @@ func Parse(dashboardJSON []byte) (*Parsed, error) {
 				Dashboard: d.UID, Panel: panel.Title, Description: panel.Description,
 				RefID: t.RefID, Expr: t.Expr, Instant: t.Instant, Exemplar: t.Exemplar,
 			})
+		}
+		for _, o := range panel.FieldConfig.Overrides {
+			column, _ := o.Matcher.Options.(string)
+			for _, prop := range o.Properties {
+				if prop.ID != "links" {
+					continue
+				}
+				var links []struct {
+					URL string `json:"url"`
+				}
+				if err := json.Unmarshal(prop.Value, &links); err != nil {
+					return nil, fmt.Errorf("dashboard JSON: panel %q: links: %w", panel.Title, err)
+				}
+				for _, l := range links {
+					p.Links = append(p.Links, Link{Dashboard: d.UID, Panel: panel.Title, Column: column, URL: l.URL})
+				}
+			}
 		}
 	}
 	for _, v := range d.Templating.List {
@@ -129,6 +172,38 @@ func Expand(expr string, vars []Variable, iv Intervals) (string, error) {
 	})
 	if len(errs) > 0 {
 		return "", fmt.Errorf("unknown variables %s in %q", strings.Join(errs, ", "), expr)
+	}
+	return out, nil
+}
+
+// dataField matches Grafana's data link variable of a row's column,
+// ${__data.fields.name}.
+var dataField = regexp.MustCompile(`\$\{__data\.fields\.(\w+)\}`)
+
+// ExpandLink substitutes a data link's URL the way Grafana does for one
+// table row: ${__data.fields.label} from fields (the row's columns by
+// label name), then dashboard variables from vars. A reference to a column
+// the row lacks, or to an unknown variable, is an error: Grafana would
+// leave it in the URL.
+func ExpandLink(url string, vars, fields map[string]string) (string, error) {
+	var errs []string
+	out := dataField.ReplaceAllStringFunc(url, func(ref string) string {
+		v, ok := fields[dataField.FindStringSubmatch(ref)[1]]
+		if !ok {
+			errs = append(errs, ref)
+		}
+		return v
+	})
+	out = varRef.ReplaceAllStringFunc(out, func(ref string) string {
+		m := varRef.FindStringSubmatch(ref)
+		v, ok := vars[m[1]+m[2]+m[3]]
+		if !ok {
+			errs = append(errs, ref)
+		}
+		return v
+	})
+	if len(errs) > 0 {
+		return "", fmt.Errorf("unknown fields or variables %s in %q", strings.Join(errs, ", "), url)
 	}
 	return out, nil
 }

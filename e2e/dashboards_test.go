@@ -244,6 +244,9 @@ func TestDashboards(t *testing.T) {
 		}
 	}
 
+	// The stalled tables' names link to the objects' timelines.
+	checkTimelineLinks(ctx, t, prom, boards, e, func() dashboards.Intervals { return intervals(time.Since(start)) })
+
 	failures, err := prom.RuleEvaluationFailures(ctx)
 	if err != nil || failures != 0 {
 		t.Errorf("rule evaluation failures %v (%v), want 0", failures, err)

@@ -73,6 +73,12 @@ type serveFlags struct {
 
 // runMain parses args and runs the chosen subcommand; it returns the exit code.
 func runMain(args []string, stdout, stderr io.Writer) int {
+	return runMainAt(args, stdout, stderr, time.Now)
+}
+
+// runMainAt is runMain with the clock of the commands that print times
+// relative to now (explain), for tests.
+func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	app := kingpin.New("kube-convergence-exporter", "Prometheus exporter for the convergence and health SLOs of Kubernetes controllers.")
 	app.UsageTemplate(usageTemplate)
 	app.Version(version.Print("kube-convergence-exporter"))
@@ -102,6 +108,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	sloDispatch := addSLOCommands(app)
 	rbacDispatch := addRBACCommand(app)
 	reportDispatch := addReportCommand(app)
+	explainDispatch := addExplainCommand(app, now)
 
 	cmd, err := app.Parse(args)
 	if exitCode >= 0 {
@@ -118,6 +125,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if handled, code := reportDispatch(cmd, stdout, stderr); handled {
+		return code
+	}
+	if handled, code := explainDispatch(cmd, stdout, stderr); handled {
 		return code
 	}
 	if err := f.validate(); err != nil {

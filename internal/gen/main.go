@@ -84,6 +84,11 @@ func generators() []generator {
 		name:   "grafana-dashboards",
 		path:   manifests.DashboardsConfigMapPath,
 		render: func(string) ([]byte, error) { return dashboards.ConfigMap() },
+	}, generator{
+		// Exemplar links are data source configuration, not dashboard JSON.
+		name:   "grafana-datasource",
+		path:   dashboards.DatasourcePath,
+		render: func(string) ([]byte, error) { return dashboards.Datasource() },
 	})
 	return append(gs, chartCopies(gs)...)
 }

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/config"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+)
+
+// Exit codes of `explain` (docs/timelines.md#explain).
+const (
+	explainOK     = 0
+	explainFailed = 1 // no timeline of the object (404), the exporter unreachable or answering another error
+	explainUsage  = 2 // bad usage, an unknown kind (the API's 400)
+)
+
+// Output formats of `explain`.
+const (
+	explainText = "text"
+	explainJSON = "json"
+)
+
+// clusterScope is the namespace segment of a cluster-scoped object in the
+// timeline API's path.
+const clusterScope = "_"
+
+// maxAPIBody bounds what explain reads of an answer, against a URL that
+// serves something else without end; one object's retained generations at
+// 200 entries each are a few hundred KB.
+const maxAPIBody = 64 << 20
+
+// addExplainCommand adds `explain` (docs/timelines.md#explain). now is the
+// clock of the "ago" of the text output.
+func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch func(cmd string, stdout, stderr io.Writer) (handled bool, exitCode int)) {
+	cmd := app.Command("explain", "Print the timeline of one object's rollouts from a running exporter's /api/v1/timelines: per retained generation, newest first, its state, the stage holding it and why, the stages and every piece of evidence (docs/timelines.md#explain). Exit 0; 1 when the exporter has no timeline of the object or cannot be reached; 2 on bad usage or an unknown kind.")
+	object := cmd.Arg("object", "KIND/NAME, the kind as kubectl writes it (deployment/web, deploy/web, deployments.apps/web, Deployment/web) or Kind.group for a custom resource (Certificate.cert-manager.io/web).").Required().String()
+	namespace := cmd.Flag("namespace", "Namespace of the object; empty for a cluster-scoped object.").Short('n').Default("").String()
+	exporterURL := cmd.Flag("exporter.url", "Base URL of the exporter, e.g. http://kube-convergence-exporter.kube-convergence:10329 (its --web.external-url).").Required().String()
+	httpConfig := cmd.Flag("exporter.http.config.file", "HTTP client configuration for the exporter, promtool's --http.config.file format: TLS CA and client certificate, basic auth, bearer token (file), http_headers; matches the exporter's --web.config.file.").Default("").String()
+	format := cmd.Flag("output", "Output format: text, or json (the API's answer, indented).").Short('o').Default(explainText).Enum(explainText, explainJSON)
+	timeout := cmd.Flag("timeout", "Bound on the request.").Default("30s").Duration()
+
+	return func(c string, stdout, stderr io.Writer) (bool, int) {
+		if c != cmd.FullCommand() {
+			return false, 0
+		}
+		fail := func(code int, format string, args ...any) (bool, int) {
+			suffix := ""
+			if code == explainUsage {
+				suffix = " (see --help)"
+			}
+			fmt.Fprintf(stderr, "kube-convergence-exporter: explain: "+format+suffix+"\n", args...)
+			return true, code
+		}
+		kind, name, ok := strings.Cut(*object, "/")
+		if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
+			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", visible(*object))
+		}
+		u, err := url.Parse(*exporterURL)
+		if err != nil {
+			// url.Parse's error quotes the URL, password and all.
+			return fail(explainUsage, "--exporter.url: not a URL; want an http or https URL")
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fail(explainUsage, "--exporter.url %q: want an http or https URL", u.Redacted())
+		}
+		if *timeout <= 0 {
+			return fail(explainUsage, "--timeout %s: want a positive duration such as 30s", *timeout)
+		}
+		client, err := explainClient(*httpConfig)
+		if err != nil {
+			return fail(explainFailed, "%v", err)
+		}
+		ns := *namespace
+		if ns == "" {
+			ns = clusterScope
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		target := timelineURL(u, kind, ns, name)
+		status, body, err := get(ctx, client, target)
+		if err != nil {
+			return fail(explainFailed, "%v", err)
+		}
+		where := "namespace " + visible(*namespace)
+		if *namespace == "" {
+			where = "the cluster scope (a namespaced object needs -n NAMESPACE)"
+		}
+		switch {
+		case status == http.StatusBadRequest:
+			// An unknown kind: the API lists the accepted forms.
+			return fail(explainUsage, "%s", apiError(body))
+		case status == http.StatusNotFound:
+			return fail(explainFailed, "%s has no timeline of %s in %s: %s", target.Redacted(), visible(*object), where, apiError(body))
+		case status != http.StatusOK:
+			return fail(explainFailed, "GET %s: %s: %s", target.Redacted(), http.StatusText(status), apiError(body))
+		}
+		var list struct {
+			Items []timeline.Episode `json:"items"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fail(explainFailed, "GET %s: not a timeline answer: %v", target.Redacted(), err)
+		}
+		if len(list.Items) == 0 {
+			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), visible(*object), where)
+		}
+		if *format == explainJSON {
+			if err := writeJSON(stdout, body); err != nil {
+				return fail(explainFailed, "GET %s: %v", target.Redacted(), err)
+			}
+			return true, explainOK
+		}
+		writeTimeline(stdout, list.Items, now())
+		return true, explainOK
+	}
+}
+
+// explainClient builds the HTTP client; configFile is promtool's
+// --http.config.file format (prometheus/common's HTTPClientConfig).
+func explainClient(configFile string) (*http.Client, error) {
+	cfg := config.DefaultHTTPClientConfig
+	if configFile != "" {
+		c, _, err := config.LoadHTTPConfigFile(configFile)
+		if err != nil {
+			return nil, fmt.Errorf("--exporter.http.config.file: %w", err)
+		}
+		cfg = *c
+	}
+	client, err := config.NewClientFromConfig(cfg, "kube-convergence-exporter-explain")
+	if err != nil {
+		return nil, fmt.Errorf("--exporter.http.config.file: %w", err)
+	}
+	return client, nil
+}
+
+// timelineURL is base's /api/v1/timelines/{kind}/{namespace}/{name}, under
+// base's path (an exporter behind a path prefix), each segment escaped.
+func timelineURL(base *url.URL, kind, namespace, name string) *url.URL {
+	u := *base
+	u.RawQuery, u.Fragment = "", ""
+	segs := []string{"api", "v1", "timelines", kind, namespace, name}
+	raw := strings.TrimSuffix(base.EscapedPath(), "/")
+	plain := strings.TrimSuffix(base.Path, "/")
+	for _, s := range segs {
+		raw += "/" + url.PathEscape(s)
+		plain += "/" + s
+	}
+	u.Path, u.RawPath = plain, raw
+	return &u
+}
+
+// get fetches target; the error names the URL (its password redacted).
+func get(ctx context.Context, client *http.Client, target *url.URL) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", target.Redacted(), err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		// A *url.Error quotes the URL, password and all: keep its cause.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return 0, nil, fmt.Errorf("GET %s: exporter unreachable: %w", target.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIBody))
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: reading the answer: %w", target.Redacted(), err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// apiError is the message of an error answer: the API's JSON error
+// ({"error": "..."}), else the body's first 512 bytes, visible.
+func apiError(body []byte) string {
+	var e struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &e) == nil {
+		if e.Error != "" {
+			return visible(e.Error)
+		}
+		if e.Message != "" {
+			return visible(e.Message)
+		}
+	}
+	s := strings.TrimSpace(string(body[:min(len(body), 512)]))
+	if s == "" {
+		return "empty answer"
+	}
+	return visible(s)
+}
+
+// writeJSON writes the API's answer indented. JSON escapes C0 controls
+// but not C1 ones (U+0080-U+009F, U+009B being CSI on some terminals) nor
+// other invisible runes: those are written as \u escapes, which mean the
+// same in JSON, so the output is the API's answer and safe on a terminal.
+func writeJSON(w io.Writer, body []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, body, "", "  "); err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	var out strings.Builder
+	for _, r := range buf.String() {
+		if r == '\n' || r == ' ' || isVisible(r) {
+			out.WriteRune(r)
+			continue
+		}
+		if r > 0xffff { // a surrogate pair in JSON
+			r -= 0x10000
+			fmt.Fprintf(&out, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			continue
+		}
+		fmt.Fprintf(&out, `\u%04x`, r)
+	}
+	out.WriteByte('\n')
+	_, err := io.WriteString(w, out.String())
+	return err
+}
+
+// writeTimeline renders the episodes as text, newest generation first.
+// Every string from the cluster goes through visible.
+func writeTimeline(w io.Writer, eps []timeline.Episode, now time.Time) {
+	slices.SortStableFunc(eps, func(a, b timeline.Episode) int {
+		if c := cmp.Compare(b.Generation, a.Generation); c != 0 {
+			return c
+		}
+		return b.Start.Compare(a.Start)
+	})
+	first := eps[0]
+	fmt.Fprintf(w, "%s %s (uid %s): %d retained generation(s)\n", visible(first.Kind), objectName(first.Namespace, first.Name), visible(first.UID), len(eps))
+	for _, e := range eps {
+		fmt.Fprintln(w)
+		writeEpisode(w, e, now)
+	}
+}
+
+func writeEpisode(w io.Writer, e timeline.Episode, now time.Time) {
+	head := fmt.Sprintf("generation %d", e.Generation)
+	if e.Target != 0 && e.Target != e.Generation {
+		head += fmt.Sprintf(" (now judged against %d)", e.Target)
+	}
+	fmt.Fprintf(w, "%s, %s change\n", head, visible(e.Change))
+	state := visible(e.State)
+	if e.State == timeline.StateClosed {
+		state += fmt.Sprintf(" (%s) after %s", visible(e.Outcome), seconds(e.DurationSeconds))
+	} else {
+		state += fmt.Sprintf(" for %s", seconds(e.DurationSeconds))
+	}
+	if e.Recovered {
+		state += ", recovered (found in flight after an exporter start or a watch gap; timed from the API-side write)"
+	}
+	fmt.Fprintf(w, "  state:    %s\n", state)
+	if e.Stage != "" || e.Reason != "" {
+		fmt.Fprintf(w, "  held by:  stage %s, reason %s\n", orDash(e.Stage), orDash(e.Reason))
+	}
+	start := fmt.Sprintf("%s (%s ago)", stamp(e.Start), ago(now.Sub(e.Start)))
+	if !e.APIStart.IsZero() && !e.APIStart.Equal(e.Start) {
+		start += ", API time " + stamp(e.APIStart)
+	}
+	fmt.Fprintf(w, "  started:  %s\n", start)
+	if e.End != nil {
+		fmt.Fprintf(w, "  ended:    %s (%s ago)\n", stamp(*e.End), ago(now.Sub(*e.End)))
+	}
+	if e.TraceID != "" {
+		fmt.Fprintf(w, "  trace id: %s\n", visible(e.TraceID))
+	}
+	if len(e.Stages) > 0 {
+		fmt.Fprintln(w, "  stages:")
+		width := 0
+		for _, s := range e.Stages {
+			width = max(width, len(visible(s.Stage)))
+		}
+		for _, s := range e.Stages {
+			var d string
+			switch {
+			case s.Reached && s.DurationSeconds != nil:
+				d = seconds(*s.DurationSeconds)
+			case s.Reached:
+				d = "reached (before the exporter saw the episode)"
+			default:
+				d = "not reached"
+			}
+			fmt.Fprintf(w, "    %-*s  %s\n", width, visible(s.Stage), d)
+		}
+	}
+	if len(e.Entries) > 0 {
+		fmt.Fprintln(w, "  entries:")
+		entries := slices.Clone(e.Entries)
+		slices.SortStableFunc(entries, func(a, b timeline.Entry) int { return a.Time.Compare(b.Time) })
+		// visible leaves no tab in a cell: the columns hold.
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, en := range entries {
+			fmt.Fprintf(tw, "    %s\t%s\t%s\n", offset(en.Time.Sub(e.Start)), visible(string(en.Type)), describeEntry(en))
+		}
+		_ = tw.Flush() // w's errors are the caller's to see (a closed stdout)
+	}
+	if e.EntriesDropped > 0 {
+		// The store keeps the first and the last entries and drops the
+		// ones between.
+		fmt.Fprintf(w, "  (%d entries between the first and the last dropped at the exporter's --timelines.max-entries)\n", e.EntriesDropped)
+	}
+}
+
+// describeEntry is an entry's line after its time and type.
+func describeEntry(en timeline.Entry) string {
+	var parts []string
+	if en.Object != nil {
+		parts = append(parts, visible(en.Object.Kind)+" "+objectName(en.Object.Namespace, en.Object.Name))
+	}
+	switch {
+	case en.Type == timeline.EntryStage:
+		parts = append(parts, visible(en.Stage))
+	case en.Stage != "" && en.Reason != "":
+		parts = append(parts, "stage "+visible(en.Stage)+", reason "+visible(en.Reason))
+	case en.Stage != "":
+		parts = append(parts, "stage "+visible(en.Stage))
+	}
+	if en.Generation != 0 {
+		parts = append(parts, fmt.Sprintf("generation %d", en.Generation))
+	}
+	if en.Reason != "" && en.Stage == "" {
+		parts = append(parts, visible(en.Reason))
+	}
+	if en.Node != "" {
+		parts = append(parts, "node "+visible(en.Node))
+	}
+	if len(en.Managers) > 0 {
+		ms := make([]string, len(en.Managers))
+		for i, m := range en.Managers {
+			ms[i] = visible(m)
+		}
+		parts = append(parts, "managers "+strings.Join(ms, ", "))
+	}
+	if en.Count > 1 {
+		parts = append(parts, fmt.Sprintf("(x%d)", en.Count))
+	}
+	if en.Controller != "" {
+		parts = append(parts, "by "+visible(en.Controller))
+	}
+	if en.APITime != nil {
+		parts = append(parts, "API time "+stamp(*en.APITime))
+	}
+	line := strings.Join(parts, "  ")
+	if en.Message != "" {
+		line += ": " + visible(en.Message)
+	}
+	return line
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return visible(name)
+	}
+	return visible(namespace) + "/" + visible(name)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return visible(s)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// seconds renders a duration in seconds as Go does, to the millisecond.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// ago is a coarse age: to the second.
+func ago(d time.Duration) string {
+	if d < 0 {
+		return "0s" // the exporter's clock ahead of ours
+	}
+	return d.Round(time.Second).String()
+}
+
+// offset is an entry's time after the episode's start: +1.234s.
+func offset(d time.Duration) string {
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d // an API time before the exporter saw the write
+	}
+	return fmt.Sprintf("%s%.3fs", sign, d.Seconds())
+}

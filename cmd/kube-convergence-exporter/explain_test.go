@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ (go test ./cmd/kube-convergence-exporter -run TestExplainGolden -update)")
+
+// explainNow is the fixed clock of the golden files: 12.75 s after the
+// recorded answer's stalled episode passed 10 minutes (its durationSeconds
+// 612.5 was computed by the exporter at the same instant).
+var explainNow = time.Date(2026, 11, 10, 12, 0, 12, 750_000_000, time.UTC)
+
+func runExplain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code = runMainAt(append([]string{"explain"}, args...), &out, &errs, func() time.Time { return explainNow })
+	return code, out.String(), errs.String()
+}
+
+// recordedAPI serves testdata/explain/quota-blocked.json as the exporter's
+// API does: decoded into the model and encoded again by encoding/json, so
+// that the bytes are those of a real answer (U+009B and U+202E raw, ESC as
+// \u001b). It records the escaped path of every request.
+func recordedAPI(t *testing.T) (srv *httptest.Server, paths *[]string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "explain", "quota-blocked.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Items []timeline.Episode `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	paths = new([]string)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*paths = append(*paths, r.URL.EscapedPath())
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(list); err != nil {
+			t.Error(err)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, paths
+}
+
+// The golden files are the text and JSON output of a quota-blocked
+// Deployment (generation 3 stalled on replica_failure with FailedCreate
+// events) and its converged generation 2, with markup, ANSI escapes, a C1
+// CSI, a bidi override and a newline in a field manager and an Event note.
+func TestExplainGolden(t *testing.T) {
+	srv, paths := recordedAPI(t)
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			code, out, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL, "-o", format)
+			if code != 0 || errs != "" {
+				t.Fatalf("exit %d, stderr %q", code, errs)
+			}
+			golden := filepath.Join("testdata", "explain", "quota-blocked."+format+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != string(want) {
+				t.Errorf("output differs from %s (go test -run TestExplainGolden -update to rewrite it):\n%s", golden, out)
+			}
+			assertTerminalSafe(t, out)
+			for _, want := range []string{"<script>alert(1)</script>", "FailedCreate", "replica_failure"} {
+				if format == "text" && !strings.Contains(out, want) {
+					t.Errorf("text output lacks %q", want)
+				}
+			}
+			if format == "json" {
+				var back struct {
+					Items []timeline.Episode `json:"items"`
+				}
+				if err := json.Unmarshal([]byte(out), &back); err != nil || len(back.Items) != 2 {
+					t.Fatalf("-o json is not the API's answer: %v, %d items", err, len(back.Items))
+				}
+				// The escapes mean the same in JSON: the note decodes to
+				// the exact bytes the cluster held.
+				if got := back.Items[0].Entries[5].Message; !strings.Contains(got, "\x1b[31mred\x1b[0m \u009b2J \u202egnp.exe\nsecond") {
+					t.Errorf("note decoded from -o json: %q", got)
+				}
+			}
+		})
+	}
+	for _, p := range *paths {
+		if p != "/api/v1/timelines/deploy/shop/web" {
+			t.Errorf("requested %s, want /api/v1/timelines/deploy/shop/web", p)
+		}
+	}
+}
+
+// assertTerminalSafe fails on any byte or rune a terminal could interpret
+// (C0 but newline, DEL, C1, bidi and other format runes).
+func assertTerminalSafe(t *testing.T, out string) {
+	t.Helper()
+	for i, r := range out {
+		if r == '\n' {
+			continue
+		}
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0x200b && r <= 0x200f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			t.Errorf("output carries rune %U at byte %d: %q", r, i, out[max(0, i-20):min(len(out), i+20)])
+		}
+	}
+}
+
+func TestVisible(t *testing.T) {
+	for in, want := range map[string]string{
+		"kubectl-client-side-apply":  "kubectl-client-side-apply",
+		"<script>alert(1)</script>":  "<script>alert(1)</script>",
+		"\x1b[31mred\x1b[0m":         `\x1b[31mred\x1b[0m`,
+		"a\u009b2Jb":                 `a\x9b2Jb`,
+		"\u202egnp.exe":              `\u202egnp.exe`,
+		"zero\u200bwidth":            `zero\u200bwidth`,
+		"line\nnext\r\tend\x7f":      `line\nnext\r\tend\x7f`,
+		`C:\path`:                    `C:\\path`,
+		"bad \xff utf-8":             `bad \xff utf-8`,
+		"ünïcödé 日本 \U0001F600":      "ünïcödé 日本 \U0001F600",
+		"nbsp\u00a0and\U000e0001tag": `nbsp\xa0and\U000e0001tag`,
+	} {
+		if got := visible(in); got != want {
+			t.Errorf("visible(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// -o json keeps the API's answer (same JSON value) while escaping runes
+// JSON leaves raw, astral ones as surrogate pairs.
+func TestWriteJSONEscapesInvisibleRunes(t *testing.T) {
+	in := "{\"m\":\"a\u009bb\u202ec\U000e0001d\U0001F600<\"}"
+	var out bytes.Buffer
+	if err := writeJSON(&out, []byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"m\": \"a\\u009bb\\u202ec\\udb40\\udc01d\U0001F600<\"\n}\n"
+	if out.String() != want {
+		t.Errorf("writeJSON = %q, want %q", out.String(), want)
+	}
+	var a, b any
+	if json.Unmarshal([]byte(in), &a) != nil || json.Unmarshal(out.Bytes(), &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("the escaped JSON decodes to %v, the answer to %v", b, a)
+	}
+}
+
+// Every spelling of the kind reaches the API as written, each path segment
+// escaped, under the base URL's path; an empty -n is the cluster scope "_".
+func TestExplainRequestPath(t *testing.T) {
+	srv, paths := recordedAPI(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"deployment/web", "-n", "shop"}, "/api/v1/timelines/deployment/shop/web"},
+		{[]string{"deployments.apps/web", "-n", "shop"}, "/api/v1/timelines/deployments.apps/shop/web"},
+		{[]string{"Deployment/web", "--namespace=shop"}, "/api/v1/timelines/Deployment/shop/web"},
+		{[]string{"ClusterIssuer.cert-manager.io/letsencrypt"}, "/api/v1/timelines/ClusterIssuer.cert-manager.io/_/letsencrypt"},
+		{[]string{"deploy/a b%c?d#e", "-n", "shop"}, "/api/v1/timelines/deploy/shop/a%20b%25c%3Fd%23e"},
+	} {
+		*paths = nil
+		args := append(slices.Clone(c.args), "--exporter.url", srv.URL)
+		if code, _, errs := runExplain(t, args...); code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", c.args, code, errs)
+		}
+		if len(*paths) != 1 || (*paths)[0] != c.want {
+			t.Errorf("%v: requested %v, want %s", c.args, *paths, c.want)
+		}
+	}
+	*paths = nil
+	if code, _, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL+"/kce/?x=1"); code != 0 || len(*paths) != 1 || (*paths)[0] != "/kce/api/v1/timelines/deploy/shop/web" {
+		t.Errorf("under a path prefix: exit %d (%s), requested %v", code, errs, *paths)
+	}
+}
+
+// The http.config.file is promtool's format: here a bearer token from a
+// file, relative to the configuration file.
+func TestExplainHTTPConfigFile(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, "Unauthorized")
+			return
+		}
+		fmt.Fprint(w, `{"items":[{"kind":"Deployment","namespace":"shop","name":"web","generation":1,"state":"in_progress","start":"2026-11-10T12:00:00Z","durationSeconds":12.75}]}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "http.yml")
+	if err := os.WriteFile(cfg, []byte("authorization:\n  credentials_file: token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL, "--exporter.http.config.file", cfg); code != 0 || !strings.Contains(out, "in_progress for 12.75s") {
+		t.Errorf("with the token: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL); code != 1 || !strings.Contains(errs, "Unauthorized") {
+		t.Errorf("without: exit %d, stderr %q; want 1 and Unauthorized", code, errs)
+	}
+	if code, _, errs := runExplain(t, "deploy/web", "--exporter.url", srv.URL, "--exporter.http.config.file", filepath.Join(dir, "missing.yml")); code != 1 || !strings.Contains(errs, "--exporter.http.config.file") {
+		t.Errorf("a missing config file: exit %d, stderr %q", code, errs)
+	}
+}
+
+// Exit codes: 1 when the exporter has no timeline of the object (404, or
+// an empty list), cannot be reached or answers another error; 2 on bad
+// usage and on an unknown kind (the API's 400, whose accepted forms are
+// printed as they came: the command line was wrong, as with any usage
+// error).
+func TestExplainExitCodes(t *testing.T) {
+	answer := func(status int, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	notFound := answer(http.StatusNotFound, `{"error":"no timeline of Deployment shop/gone"}`)
+	unknownKind := answer(http.StatusBadRequest, `{"error":"unknown kind \"deplyment\": accepted Deployment (deployment, deploy, deployments, deployments.apps); StatefulSet (statefulset, sts, statefulsets, statefulsets.apps)"}`)
+	empty := answer(http.StatusOK, `{"items":[]}`)
+	broken := answer(http.StatusInternalServerError, "boom\x1b[2J")
+	notJSON := answer(http.StatusOK, `<html>`)
+	unreachable := closedURL(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"deploy/gone", "-n", "shop", "--exporter.url", notFound}, 1, []string{notFound + "/api/v1/timelines/deploy/shop/gone has no timeline of deploy/gone in namespace shop: no timeline of Deployment shop/gone"}},
+		{[]string{"deploy/gone", "--exporter.url", notFound}, 1, []string{"in the cluster scope (a namespaced object needs -n NAMESPACE)"}},
+		{[]string{"deploy/web", "-n", "shop", "--exporter.url", empty}, 1, []string{"has no timeline of deploy/web in namespace shop"}},
+		{[]string{"deploy/web", "-n", "shop", "--exporter.url", unreachable}, 1, []string{"GET " + unreachable + "/api/v1/timelines/deploy/shop/web: exporter unreachable", "connection refused"}},
+		{[]string{"deploy/web", "-n", "shop", "--exporter.url", broken}, 1, []string{"Internal Server Error: boom\\x1b[2J"}},
+		{[]string{"deploy/web", "-n", "shop", "--exporter.url", notJSON}, 1, []string{"not a timeline answer"}},
+		{[]string{"deplyment/web", "-n", "shop", "--exporter.url", unknownKind}, 2, []string{`explain: unknown kind "deplyment": accepted Deployment (deployment, deploy, deployments, deployments.apps)`}},
+		{[]string{"deploy/web", "-n", "shop"}, 2, []string{"required flag(s) '--exporter.url' not provided"}},
+		{[]string{"--exporter.url", notFound}, 2, []string{"required argument 'object' not provided"}},
+		{[]string{"web", "--exporter.url", notFound}, 2, []string{"web: want KIND/NAME"}},
+		{[]string{"deploy/", "--exporter.url", notFound}, 2, []string{"want KIND/NAME"}},
+		{[]string{"deploy/a/b", "--exporter.url", notFound}, 2, []string{"want KIND/NAME"}},
+		{[]string{"deploy/web", "--exporter.url", "exporter:10329"}, 2, []string{`--exporter.url "exporter:10329": want an http or https URL`}},
+		{[]string{"deploy/web", "--exporter.url", "http://user:pw@[::1"}, 2, []string{"--exporter.url: not a URL"}},
+		{[]string{"deploy/web", "--exporter.url", notFound, "-o", "yaml"}, 2, []string{"enum value must be one of text,json"}},
+		{[]string{"deploy/web", "--exporter.url", notFound, "--timeout", "0s"}, 2, []string{"--timeout 0s"}},
+	} {
+		code, out, errs := runExplain(t, c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d; stderr %q", c.args, code, c.code, errs)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: stderr %q lacks %q", c.args, errs, w)
+			}
+		}
+		if out != "" {
+			t.Errorf("%v: stdout %q, want nothing", c.args, out)
+		}
+		if strings.Contains(errs, "pw") {
+			t.Errorf("%v: stderr %q shows the password", c.args, errs)
+		}
+		assertTerminalSafe(t, strings.TrimSuffix(errs, "\n"))
+	}
+}
