@@ -515,7 +515,7 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 	c.timelineConditions(old, o, now)
 	evs := c.tr.Observe(w, now, notLive)
 	c.ep.Observe(evs, c.logger)
-	c.timelineObject(o, evs, now)
+	c.timelineObject(old, o, evs, now)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
 		line := cd.Type + "=" + cd.Status + " " + cd.Reason + ": " + cd.Message

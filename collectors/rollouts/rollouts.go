@@ -139,8 +139,8 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		var errs []error
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
 			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
-				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
+				AddFunc:    func(obj any, initial bool) { c.onWorkload(nil, obj, initial) },
+				UpdateFunc: func(oldObj, obj any) { c.onWorkload(oldObj, obj, false) },
 				DeleteFunc: c.onWorkloadDelete,
 			})); err != nil {
 				errs = append(errs, fmt.Errorf("watch workloads: %w", err))
@@ -155,7 +155,9 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
-func (c *Collector) onWorkload(obj any, initial bool) {
+// onWorkload observes a workload's record; old is its previous version
+// (nil when added).
+func (c *Collector) onWorkload(old, obj any, initial bool) {
 	w, ok := c.view.record(obj)
 	if !ok {
 		return
@@ -165,7 +167,7 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 	defer c.mu.Unlock()
 	evs := c.tr.Observe(w, now, notLive)
 	c.observe(evs)
-	c.timelineWorkload(obj, &w, evs, now)
+	c.timelineWorkload(old, obj, &w, evs, now)
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {

@@ -29,8 +29,11 @@ func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
 // its generation (the store keeps one per generation) and what holds its
 // episode now; when the record opened the episode, the workload's existing
 // ReplicaSets and Pods are related to it, so that Warning Events and
-// endpoint changes about them reach it. c.mu is held.
-func (c *Collector) timelineWorkload(obj any, w *tracker.Workload, evs []tracker.Event, now time.Time) {
+// endpoint changes about them reach it. old is the previous version of
+// obj (nil when added): a write that moved the generation without moving
+// the last write's managedFields stamp is not attributed (WriteEntry).
+// c.mu is held.
+func (c *Collector) timelineWorkload(old, obj any, w *tracker.Workload, evs []tracker.Event, now time.Time) {
 	if c.tl == nil {
 		return
 	}
@@ -39,17 +42,26 @@ func (c *Collector) timelineWorkload(obj any, w *tracker.Workload, evs []tracker
 			c.relateDerived(w.Kind, w.UID)
 		}
 	}
-	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		if meta, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			managers, at := records.LastWrite(meta)
-			e := timeline.Entry{Time: now, Type: timeline.EntryWrite, Generation: w.Generation, Managers: managers}
-			if !at.IsZero() {
-				e.APITime = &at
-			}
-			c.tl.Add(w.UID, e)
+	if meta := objectMeta(obj); meta != nil {
+		managers, at := records.LastWrite(meta)
+		var prev *timeline.Write
+		if o := objectMeta(old); o != nil {
+			pm, pat := records.LastWrite(o)
+			prev = &timeline.Write{Generation: o.Generation, Managers: pm, At: pat}
 		}
+		c.tl.Add(w.UID, timeline.WriteEntry(prev, timeline.Write{Generation: w.Generation, Managers: managers, At: at}, now))
 	}
 	c.block(w.UID, now)
+}
+
+// objectMeta is the metadata of a typed API object; nil for anything else.
+func objectMeta(obj any) *metav1.ObjectMeta {
+	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if meta, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return meta
+		}
+	}
+	return nil
 }
 
 // block records what holds uid's open episode now. c.mu is held.

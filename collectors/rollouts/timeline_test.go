@@ -6,13 +6,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 func entryStrings(es []timeline.Entry) []string {
@@ -102,5 +106,44 @@ func TestEndpointChanges(t *testing.T) {
 		if got := endpointChanges(tc.old, tc.cur); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// deployment is a Deployment of generation gen as the informers cache it
+// (compacted), with the managedFields entries given.
+func deployment(t *testing.T, gen int64, fields ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u-web", Generation: gen, ManagedFields: fields}}
+	if _, err := informers.Compact(d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A write through /scale (an HPA's) moves the generation and stamps no
+// managedFields time (v1.37): its entry must not name the manager of the
+// previous stamp (helm), who did not ask for this rollout.
+func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	store := timeline.NewStore(timeline.Config{})
+	c.SetTimelines(store)
+	helmAt := metav1.NewTime(t0.Add(-time.Hour))
+	helm := metav1.ManagedFieldsEntry{Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, Time: &helmAt,
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+	hpa := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+	before, after := deployment(t, 4, helm), deployment(t, 5, helm, hpa)
+	ep := tracker.Episode{Kind: tracker.Deployment, UID: "u-web", Namespace: "ns", Name: "web", Generation: 5, Target: 5, Change: tracker.ChangeScale, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	c.mu.Lock()
+	c.timelineWorkload(before, after, &tracker.Workload{Kind: tracker.Deployment, UID: "u-web", Generation: 5}, nil, t0)
+	c.mu.Unlock()
+	eps := store.List(timeline.Query{UID: "u-web"}, t0)
+	if len(eps) != 1 || len(eps[0].Entries) == 0 {
+		t.Fatalf("episodes %+v", eps)
+	}
+	w := eps[0].Entries[0]
+	if w.Type != timeline.EntryWrite || w.Generation != 5 || len(w.Managers) != 0 || w.APITime != nil || w.Message != timeline.WriterUnknown {
+		t.Errorf("the /scale write's entry = %+v, want generation 5 with no managers, no API time and message %q", w, timeline.WriterUnknown)
 	}
 }
