@@ -149,7 +149,8 @@ func (c *Collector) onPodTimeline(old, p *corev1.Pod) {
 	}
 }
 
-// onDerivedGone records the deletion of a Pod or ReplicaSet of workload uid.
+// onDerivedGone records the deletion of a Pod or ReplicaSet of workload
+// uid, dated on the API side by the delete request.
 func (c *Collector) onDerivedGone(kind, uid string, obj any, m *metav1.ObjectMeta) {
 	if uid == "" || !c.tl.Open(uid) {
 		return
@@ -157,7 +158,15 @@ func (c *Collector) onDerivedGone(kind, uid string, obj any, m *metav1.ObjectMet
 	at, _ := informers.ReceivedOr(obj, c.now)
 	e := timeline.Entry{Time: at, Type: timeline.EntryObject, Object: refOf(kind, m), Reason: "deleted"}
 	if m.DeletionTimestamp != nil {
+		// deletionTimestamp is the time of the delete request plus the
+		// grace period (k8s.io/apiserver rest.BeforeDelete; a shorter
+		// grace moves both): a pod's is 30 s after the request by default,
+		// in the future of the delete it dates. Less the grace period it
+		// is the request's time.
 		t := m.DeletionTimestamp.Time
+		if g := m.DeletionGracePeriodSeconds; g != nil {
+			t = t.Add(-time.Duration(*g) * time.Second)
+		}
 		e.APITime = &t
 	}
 	c.tl.Add(uid, e)

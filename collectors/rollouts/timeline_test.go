@@ -147,3 +147,25 @@ func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
 		t.Errorf("the /scale write's entry = %+v, want generation 5 with no managers, no API time and message %q", w, timeline.WriterUnknown)
 	}
 }
+
+// A pod deleted with the default 30 s grace period carries a
+// deletionTimestamp 30 s after the delete request: its "deleted" entry is
+// dated by the request, not half a minute in its own future.
+func TestDeletedPodDatedByTheRequest(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	store := timeline.NewStore(timeline.Config{})
+	c.SetTimelines(store)
+	ep := tracker.Episode{Kind: tracker.Deployment, UID: "u-web", Namespace: "ns", Name: "web", Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	requested := t0.Add(2 * time.Second)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: "u-pod",
+		DeletionTimestamp: ptr.To(metav1.NewTime(requested.Add(30 * time.Second))), DeletionGracePeriodSeconds: ptr.To[int64](30)}}
+	c.onDerivedGone("Pod", "u-web", p, &p.ObjectMeta)
+	eps := store.List(timeline.Query{UID: "u-web"}, t0)
+	if len(eps) != 1 || len(eps[0].Entries) != 1 {
+		t.Fatalf("episodes %+v", eps)
+	}
+	if e := eps[0].Entries[0]; e.Reason != "deleted" || e.APITime == nil || !e.APITime.Equal(requested) {
+		t.Errorf("deleted entry %+v (api time %v), want the request's time %v", e, e.APITime, requested)
+	}
+}
