@@ -42,11 +42,15 @@ func (c *Collector) timelineObject(old, o *records.CustomObject, evs []tracker.E
 		return
 	}
 	var prev *timeline.Write
+	cur := writeOf(o)
 	if old != nil {
 		w := writeOf(old)
 		prev = &w
+		// What a custom resource's change touched is not kept: it may be
+		// a write through its /scale subresource.
+		cur.MaybeScale = true
 	}
-	c.tl.Add(uid, timeline.WriteEntry(prev, writeOf(o), now))
+	c.tl.Add(uid, timeline.WriteEntry(prev, cur, now))
 	for _, ev := range evs {
 		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == uid {
 			for _, e := range conditionEntries(nil, o) {

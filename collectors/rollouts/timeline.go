@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
@@ -44,14 +45,43 @@ func (c *Collector) timelineWorkload(old, obj any, w *tracker.Workload, evs []tr
 	}
 	if meta := objectMeta(obj); meta != nil {
 		managers, at := records.LastWrite(meta)
+		cur := timeline.Write{Generation: w.Generation, Managers: managers, At: at, MaybeScale: scaleOnly(old, obj)}
 		var prev *timeline.Write
 		if o := objectMeta(old); o != nil {
 			pm, pat := records.LastWrite(o)
 			prev = &timeline.Write{Generation: o.Generation, Managers: pm, At: pat}
 		}
-		c.tl.Add(w.UID, timeline.WriteEntry(prev, timeline.Write{Generation: w.Generation, Managers: managers, At: at}, now))
+		c.tl.Add(w.UID, timeline.WriteEntry(prev, cur, now))
 	}
 	c.block(w.UID, now)
+}
+
+// scaleOnly reports whether the change from old to cur moved the replica
+// count and nothing else of the spec (the hashes Compact records of the
+// pod template and of the rest): all a write through /scale can change.
+func scaleOnly(old, cur any) bool {
+	om, cm := objectMeta(old), objectMeta(cur)
+	if om == nil || cm == nil {
+		return false
+	}
+	for _, k := range []string{informers.AnnotationTemplateHash, informers.AnnotationOtherHash} {
+		if om.Annotations[k] != cm.Annotations[k] {
+			return false
+		}
+	}
+	return specReplicas(old) != specReplicas(cur)
+}
+
+// specReplicas is spec.replicas of a Deployment or StatefulSet (nil: the
+// default 1); 0 for anything else (a DaemonSet has no /scale).
+func specReplicas(obj any) int32 {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return ptr.Deref(o.Spec.Replicas, 1)
+	case *appsv1.StatefulSet:
+		return ptr.Deref(o.Spec.Replicas, 1)
+	}
+	return 0
 }
 
 // objectMeta is the metadata of a typed API object; nil for anything else.

@@ -109,11 +109,13 @@ func TestEndpointChanges(t *testing.T) {
 	}
 }
 
-// deployment is a Deployment of generation gen as the informers cache it
-// (compacted), with the managedFields entries given.
-func deployment(t *testing.T, gen int64, fields ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
+// deployment is a Deployment of generation gen with replicas and image as
+// the informers cache it (compacted), with the managedFields entries given.
+func deployment(t *testing.T, gen int64, replicas int32, image string, fields ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u-web", Generation: gen, ManagedFields: fields}}
+	d.Spec.Replicas = ptr.To(replicas)
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: image}}
 	if _, err := informers.Compact(d); err != nil {
 		t.Fatal(err)
 	}
@@ -122,29 +124,40 @@ func deployment(t *testing.T, gen int64, fields ...metav1.ManagedFieldsEntry) *a
 
 // A write through /scale (an HPA's) moves the generation and stamps no
 // managedFields time (v1.37): its entry must not name the manager of the
-// previous stamp (helm), who did not ask for this rollout.
+// previous stamp (helm), who did not ask for this rollout. A template
+// change with the stamp unmoved is helm's second write within its second:
+// named.
 func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
-	c, _ := newCollector(t, config.Default())
-	store := timeline.NewStore(timeline.Config{})
-	c.SetTimelines(store)
 	helmAt := metav1.NewTime(t0.Add(-time.Hour))
 	helm := metav1.ManagedFieldsEntry{Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, Time: &helmAt,
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{},"f:template":{}}}`)}}
 	hpa := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale",
 		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
-	before, after := deployment(t, 4, helm), deployment(t, 5, helm, hpa)
-	ep := tracker.Episode{Kind: tracker.Deployment, UID: "u-web", Namespace: "ns", Name: "web", Generation: 5, Target: 5, Change: tracker.ChangeScale, Start: t0}
-	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
-	c.mu.Lock()
-	c.timelineWorkload(before, after, &tracker.Workload{Kind: tracker.Deployment, UID: "u-web", Generation: 5}, nil, t0)
-	c.mu.Unlock()
-	eps := store.List(timeline.Query{UID: "u-web"}, t0)
-	if len(eps) != 1 || len(eps[0].Entries) == 0 {
-		t.Fatalf("episodes %+v", eps)
-	}
-	w := eps[0].Entries[0]
-	if w.Type != timeline.EntryWrite || w.Generation != 5 || len(w.Managers) != 0 || w.APITime != nil || w.Message != timeline.WriterUnknown {
-		t.Errorf("the /scale write's entry = %+v, want generation 5 with no managers, no API time and message %q", w, timeline.WriterUnknown)
+	for _, tc := range []struct {
+		name          string
+		before, after *appsv1.Deployment
+		wantManagers  []string
+		wantMessage   string
+	}{
+		{"scaled through /scale", deployment(t, 4, 2, "app:v1", helm), deployment(t, 5, 5, "app:v1", helm, hpa), nil, timeline.WriterUnknown},
+		{"a new image in helm's second", deployment(t, 4, 2, "app:v1", helm), deployment(t, 5, 2, "app:v2", helm), []string{"helm"}, ""},
+	} {
+		c, _ := newCollector(t, config.Default())
+		store := timeline.NewStore(timeline.Config{})
+		c.SetTimelines(store)
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: "u-web", Namespace: "ns", Name: "web", Generation: 5, Target: 5, Start: t0}
+		store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+		c.mu.Lock()
+		c.timelineWorkload(tc.before, tc.after, &tracker.Workload{Kind: tracker.Deployment, UID: "u-web", Generation: 5}, nil, t0)
+		c.mu.Unlock()
+		eps := store.List(timeline.Query{UID: "u-web"}, t0)
+		if len(eps) != 1 || len(eps[0].Entries) == 0 {
+			t.Fatalf("%s: episodes %+v", tc.name, eps)
+		}
+		w := eps[0].Entries[0]
+		if w.Type != timeline.EntryWrite || w.Generation != 5 || !reflect.DeepEqual(w.Managers, tc.wantManagers) || (w.APITime == nil) != (tc.wantManagers == nil) || w.Message != tc.wantMessage {
+			t.Errorf("%s: write entry = %+v, want generation 5 by %v (API time only with managers), message %q", tc.name, w, tc.wantManagers, tc.wantMessage)
+		}
 	}
 }
 

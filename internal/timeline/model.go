@@ -79,6 +79,10 @@ type Write struct {
 	Generation int64
 	Managers   []string
 	At         time.Time
+	// MaybeScale: the change from the previous version could be a write
+	// through /scale (only the replica count moved, or the feeder cannot
+	// tell).
+	MaybeScale bool
 }
 
 // WriterUnknown is the Message of an EntryWrite whose writer the object
@@ -88,15 +92,15 @@ const WriterUnknown = "writer unknown: the write moved the generation but left n
 // WriteEntry is the EntryWrite of cur, received at now; prev is the
 // version the informer delivered before it (nil: none, an add or a list).
 // When cur moved the generation but its newest managedFields stamp is
-// still prev's, the stamp is an earlier write's: a write through /scale
-// (an HPA's, kubectl scale) stamps no time (seen on v1.37), and naming the
-// previous writer would blame the wrong controller for the rollout. The
-// managers and API time are then left out and Message says why. Two writes
-// by the same managers within one second read alike, and are left unnamed
-// too rather than guessed.
+// still prev's, and the change could be a write through /scale (an HPA's,
+// kubectl scale), the stamp is an earlier write's: /scale stamps no time
+// (seen on v1.37), and naming the previous writer would blame the wrong
+// controller for the rollout. The managers and API time are then left out
+// and Message says why. Any other change with the stamp unmoved is a
+// second write by the stamp's managers within its second: named.
 func WriteEntry(prev *Write, cur Write, now time.Time) Entry {
 	e := Entry{Time: now, Type: EntryWrite, Generation: cur.Generation}
-	if prev != nil && prev.Generation < cur.Generation && prev.At.Equal(cur.At) && slices.Equal(prev.Managers, cur.Managers) {
+	if prev != nil && cur.MaybeScale && prev.Generation < cur.Generation && prev.At.Equal(cur.At) && slices.Equal(prev.Managers, cur.Managers) {
 		e.Message = WriterUnknown
 		return e
 	}

@@ -33,7 +33,8 @@ func TestWriteEntry(t *testing.T) {
 	}{
 		{"added: the newest stamp", nil, helm, []string{"helm"}, &helmAt, ""},
 		{"the stamp moved with the generation", &Write{Generation: 3, Managers: []string{"argocd"}, At: helmAt.Add(-time.Hour)}, helm, []string{"helm"}, &helmAt, ""},
-		{"a /scale write: the generation moved, the stamp did not", &helm, Write{Generation: 5, Managers: []string{"helm"}, At: helmAt}, nil, nil, WriterUnknown},
+		{"a /scale write: the generation moved, the stamp did not", &helm, Write{Generation: 5, Managers: []string{"helm"}, At: helmAt, MaybeScale: true}, nil, nil, WriterUnknown},
+		{"not a scale: helm's second write in the same second", &helm, Write{Generation: 5, Managers: []string{"helm"}, At: helmAt}, []string{"helm"}, &helmAt, ""},
 		{"same generation (a status write): the stamp as it is", &helm, helm, []string{"helm"}, &helmAt, ""},
 		{"no stamp at all", nil, Write{Generation: 1}, nil, nil, ""},
 	} {
