@@ -182,6 +182,9 @@ func (c *Collector) onPodTimeline(old, p *corev1.Pod) {
 // onDerivedGone records the deletion of a Pod or ReplicaSet of workload
 // uid, dated on the API side by the delete request.
 func (c *Collector) onDerivedGone(kind, uid string, obj any, m *metav1.ObjectMeta) {
+	// Its relation is kept for what follows the deletion (the endpoint's
+	// removal), within the store's bound on deleted objects.
+	defer c.tl.Gone(string(m.UID))
 	if uid == "" || !c.tl.Open(uid) {
 		return
 	}
