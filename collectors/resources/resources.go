@@ -534,7 +534,7 @@ func (c *Collector) onDelete(r *resource, run int, obj any) {
 	if !ok {
 		return
 	}
-	now, _ := informers.ReceivedOr(o, c.now)
+	now := informers.DeletedAt(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !r.current(run) {

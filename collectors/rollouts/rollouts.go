@@ -171,6 +171,7 @@ func (c *Collector) onWorkload(old, obj any, initial bool) {
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {
+	now := informers.DeletedAt(obj, c.now) // before unwrapping a tombstone
 	obj = informers.Unwrap(obj)
 	uid := ""
 	switch o := obj.(type) {
@@ -183,7 +184,6 @@ func (c *Collector) onWorkloadDelete(obj any) {
 	default:
 		return
 	}
-	now, _ := informers.ReceivedOr(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.Delete(uid, now))

@@ -127,10 +127,21 @@ func (c *Collector) timelineFact(old, obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		prev, _ := old.(*corev1.Pod)
+		if prev != nil && prev.UID != o.UID {
+			// Deleted and recreated under its name (a StatefulSet's pod)
+			// while the watch was down: the relist shows an update.
+			at, _ := informers.ReceivedOr(o, c.now)
+			c.onDerivedGone("Pod", c.view.workloadOf(prev), at, &prev.ObjectMeta)
+			prev = nil
+		}
 		c.onPodTimeline(prev, o)
 	case *appsv1.ReplicaSet:
-		if old != nil {
-			return
+		if prev, ok := old.(*appsv1.ReplicaSet); ok {
+			if prev.UID == o.UID {
+				return
+			}
+			at, _ := informers.ReceivedOr(o, c.now) // recreated under its name, as a pod above
+			c.onDerivedGone("ReplicaSet", ownerUID(prev), at, &prev.ObjectMeta)
 		}
 		owner := ownerUID(o)
 		if owner == "" || !c.tl.Open(owner) {
@@ -142,7 +153,8 @@ func (c *Collector) timelineFact(old, obj any) {
 			Object: refOf("ReplicaSet", &o.ObjectMeta), Reason: "created"})
 	case *discoveryv1.EndpointSlice:
 		prev, _ := old.(*discoveryv1.EndpointSlice)
-		c.onSliceTimeline(prev, o, obj)
+		at, _ := informers.ReceivedOr(o, c.now)
+		c.onSliceTimeline(prev, o, at)
 	}
 }
 
@@ -152,13 +164,14 @@ func (c *Collector) timelineGone(obj any) {
 	if c.tl == nil {
 		return
 	}
+	at := informers.DeletedAt(obj, c.now)
 	switch o := informers.Unwrap(obj).(type) {
 	case *corev1.Pod:
-		c.onDerivedGone("Pod", c.view.workloadOf(o), obj, &o.ObjectMeta)
+		c.onDerivedGone("Pod", c.view.workloadOf(o), at, &o.ObjectMeta)
 	case *appsv1.ReplicaSet:
-		c.onDerivedGone("ReplicaSet", ownerUID(o), obj, &o.ObjectMeta)
+		c.onDerivedGone("ReplicaSet", ownerUID(o), at, &o.ObjectMeta)
 	case *discoveryv1.EndpointSlice:
-		c.onSliceTimeline(o, nil, obj)
+		c.onSliceTimeline(o, nil, at)
 	}
 }
 
@@ -181,14 +194,13 @@ func (c *Collector) onPodTimeline(old, p *corev1.Pod) {
 
 // onDerivedGone records the deletion of a Pod or ReplicaSet of workload
 // uid, dated on the API side by the delete request.
-func (c *Collector) onDerivedGone(kind, uid string, obj any, m *metav1.ObjectMeta) {
+func (c *Collector) onDerivedGone(kind, uid string, at time.Time, m *metav1.ObjectMeta) {
 	// Its relation is kept for what follows the deletion (the endpoint's
 	// removal), within the store's bound on deleted objects.
 	defer c.tl.Gone(string(m.UID))
 	if uid == "" || !c.tl.Open(uid) {
 		return
 	}
-	at, _ := informers.ReceivedOr(obj, c.now)
 	e := timeline.Entry{Time: at, Type: timeline.EntryObject, Object: refOf(kind, m), Reason: "deleted"}
 	if m.DeletionTimestamp != nil {
 		// deletionTimestamp is the time of the delete request plus the
@@ -270,7 +282,7 @@ func transition(c *corev1.PodCondition, status corev1.ConditionStatus) *time.Tim
 // from old to cur (nil: created or deleted): a ready endpoint, a not ready
 // one, or removed. Pods are found by uid among those related to an open
 // episode (a deleted pod's endpoint is removed after the pod is gone).
-func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, obj any) {
+func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, at time.Time) {
 	changes := endpointChanges(old, cur)
 	if len(changes) == 0 {
 		return
@@ -279,7 +291,6 @@ func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, obj any
 	if s == nil {
 		s = old
 	}
-	at, _ := informers.ReceivedOr(obj, c.now)
 	var apiTime *time.Time
 	if t := records.Slice(s).TriggerTime; !t.IsZero() {
 		apiTime = &t

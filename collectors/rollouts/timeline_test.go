@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -173,12 +174,52 @@ func TestDeletedPodDatedByTheRequest(t *testing.T) {
 	requested := t0.Add(2 * time.Second)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: "u-pod",
 		DeletionTimestamp: ptr.To(metav1.NewTime(requested.Add(30 * time.Second))), DeletionGracePeriodSeconds: ptr.To[int64](30)}}
-	c.onDerivedGone("Pod", "u-web", p, &p.ObjectMeta)
+	c.onDerivedGone("Pod", "u-web", t0, &p.ObjectMeta)
 	eps := store.List(timeline.Query{UID: "u-web"}, t0)
 	if len(eps) != 1 || len(eps[0].Entries) != 1 {
 		t.Fatalf("episodes %+v", eps)
 	}
 	if e := eps[0].Entries[0]; e.Reason != "deleted" || e.APITime == nil || !e.APITime.Equal(requested) {
 		t.Errorf("deleted entry %+v (api time %v), want the request's time %v", e, e.APITime, requested)
+	}
+}
+
+// A StatefulSet's pod deleted and recreated under its name while the watch
+// was down reaches the handlers as an update at the relist: it is the old
+// pod's deletion and a new pod's creation, and the new pod is related to
+// the episode. A pod whose deletion the relist found (a tombstone) is
+// dated by the relist, not by the receipt of its last cached version.
+func TestPodRecreatedDuringAWatchGap(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	c.now = func() time.Time { return t0.Add(2 * time.Minute) }
+	c.view = newView(t)
+	store := timeline.NewStore(timeline.Config{})
+	c.SetTimelines(store)
+	ep := tracker.Episode{Kind: tracker.StatefulSet, UID: "sts", Namespace: "ns", Name: "db", Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	pod := func(uid string, received time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: types.UID(uid), CreationTimestamp: metav1.NewTime(t0),
+			Annotations:     map[string]string{informers.AnnotationReceived: fmt.Sprint(received.UnixNano())},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts", Controller: ptr.To(true)}}}}
+	}
+	relisted := t0.Add(time.Minute)
+	store.Relate("old", "sts")
+	c.timelineFact(pod("old", t0.Add(-time.Hour)), pod("new", relisted))
+	if !store.AddRelated("new", timeline.Entry{Time: relisted, Type: timeline.EntryEvent, Reason: "BackOff"}) {
+		t.Error("the recreated pod is not related to the episode")
+	}
+	c.timelineGone(cache.DeletedFinalStateUnknown{Key: "ns/db-0", Obj: pod("new", relisted)})
+
+	var got []string
+	for _, e := range store.List(timeline.Query{UID: "sts"}, t0)[0].Entries {
+		if e.Object != nil {
+			got = append(got, fmt.Sprintf("%s %s %s +%v", e.Type, e.Reason, e.Object.UID, e.Time.Sub(t0)))
+		}
+	}
+	// The old pod's cached version was received an hour before: the
+	// deletions are dated by the relist (+1m) and by the clock (+2m).
+	want := []string{"object deleted old +1m0s", "object created new +1m0s", "object deleted new +2m0s"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("entries:\n%q\nwant\n%q", got, want)
 	}
 }
