@@ -512,6 +512,14 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 	}
 	w := records.Custom(o, r.kind, r.conv)
 	old, _ := oldObj.(*records.CustomObject)
+	if old != nil && old.UID != o.UID {
+		// Deleted and recreated under its name while the watch was down:
+		// the relist shows an update. The old object's episode ends as
+		// deleted, or it would stay open, and stalled, forever.
+		c.forget(string(old.UID))
+		c.ep.Observe(c.tr.Delete(string(old.UID), now), c.logger)
+		old = nil
+	}
 	c.timelineConditions(old, o, now)
 	evs := c.tr.Observe(w, now, notLive)
 	c.ep.Observe(evs, c.logger)

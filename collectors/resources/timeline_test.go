@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
@@ -68,5 +70,37 @@ func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
 	}
 	if w := eps[0].Entries[0]; w.Type != timeline.EntryWrite || w.Generation != 5 || len(w.Managers) != 0 || w.APITime != nil || w.Message != timeline.WriterUnknown {
 		t.Errorf("the /scale write's entry = %+v, want generation 5 with no managers, no API time and message %q", w, timeline.WriterUnknown)
+	}
+}
+
+// A custom resource deleted and recreated under its name while the watch
+// was down reaches onObject as an update with another uid: the old one's
+// episode ends as deleted instead of staying open, and stalled, forever.
+func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
+	cfg := config.Default()
+	c := New(collectors.NewEpisodes(cfg, time.Now), cfg, time.Minute, slog.New(slog.DiscardHandler), time.Now)
+	conv, err := records.NewConvention(config.Resource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &resource{kind: "Database.example.com", conv: conv}
+	obj := func(uid string) *records.CustomObject {
+		return &records.CustomObject{UID: types.UID(uid), Namespace: "ns", Name: "db", Generation: 1}
+	}
+	open := func() []string {
+		eps, _ := c.Episodes(time.Now())
+		var uids []string
+		for _, ep := range eps {
+			uids = append(uids, ep.UID)
+		}
+		return uids
+	}
+	c.onObject(r, 0, nil, obj("a"), false)
+	if got := open(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("open episodes after the create: %v, want [a]", got)
+	}
+	c.onObject(r, 0, obj("a"), obj("b"), false)
+	if got := open(); len(got) != 1 || got[0] != "b" {
+		t.Errorf("open episodes after the relist: %v, want only the new object's [b]", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -140,7 +141,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
 			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onWorkload(nil, obj, initial) },
-				UpdateFunc: func(oldObj, obj any) { c.onWorkload(oldObj, obj, false) },
+				UpdateFunc: c.onWorkloadUpdate,
 				DeleteFunc: c.onWorkloadDelete,
 			})); err != nil {
 				errs = append(errs, fmt.Errorf("watch workloads: %w", err))
@@ -170,9 +171,26 @@ func (c *Collector) onWorkload(old, obj any, initial bool) {
 	c.timelineWorkload(old, obj, &w, evs, now)
 }
 
+// onWorkloadUpdate observes a workload's new version. A workload deleted
+// and recreated under its name while the watch was down reaches it as an
+// update at the relist (same cache key, another uid): the old object is
+// deleted first, or its episode would stay open, and stalled, forever.
+func (c *Collector) onWorkloadUpdate(oldObj, obj any) {
+	if o, ok := oldObj.(metav1.Object); ok {
+		if n, ok := obj.(metav1.Object); ok && o.GetUID() != n.GetUID() {
+			c.workloadGone(oldObj, informers.DeletedAt(obj, c.now))
+			oldObj = nil
+		}
+	}
+	c.onWorkload(oldObj, obj, false)
+}
+
 func (c *Collector) onWorkloadDelete(obj any) {
-	now := informers.DeletedAt(obj, c.now) // before unwrapping a tombstone
-	obj = informers.Unwrap(obj)
+	c.workloadGone(informers.Unwrap(obj), informers.DeletedAt(obj, c.now))
+}
+
+// workloadGone ends the tracking of a deleted workload, at now.
+func (c *Collector) workloadGone(obj any, now time.Time) {
 	uid := ""
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
