@@ -512,10 +512,18 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 	}
 	w := records.Custom(o, r.kind, r.conv)
 	old, _ := oldObj.(*records.CustomObject)
+	if old != nil && old.UID != o.UID {
+		// Deleted and recreated under its name while the watch was down:
+		// the relist shows an update. The old object's episode ends as
+		// deleted, or it would stay open, and stalled, forever.
+		c.forget(string(old.UID))
+		c.ep.Observe(c.tr.Delete(string(old.UID), now), c.logger)
+		old = nil
+	}
 	c.timelineConditions(old, o, now)
 	evs := c.tr.Observe(w, now, notLive)
 	c.ep.Observe(evs, c.logger)
-	c.timelineObject(o, evs, now)
+	c.timelineObject(old, o, evs, now)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
 		line := cd.Type + "=" + cd.Status + " " + cd.Reason + ": " + cd.Message
@@ -534,7 +542,7 @@ func (c *Collector) onDelete(r *resource, run int, obj any) {
 	if !ok {
 		return
 	}
-	now, _ := informers.ReceivedOr(o, c.now)
+	now := informers.DeletedAt(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !r.current(run) {

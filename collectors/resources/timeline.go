@@ -30,8 +30,10 @@ func (c *Collector) timelineConditions(old, o *records.CustomObject, now time.Ti
 // timelineObject records, after the record is observed, the write that
 // moved its generation (the store keeps one per generation), every
 // condition when the record opened the episode (the state it starts
-// from), and what holds it now. c.mu is held.
-func (c *Collector) timelineObject(o *records.CustomObject, evs []tracker.Event, now time.Time) {
+// from), and what holds it now. old is the previous version (nil when
+// added): a write that left no managedFields stamp of its own is not
+// attributed (timeline.WriteEntry). c.mu is held.
+func (c *Collector) timelineObject(old, o *records.CustomObject, evs []tracker.Event, now time.Time) {
 	if c.tl == nil {
 		return
 	}
@@ -39,14 +41,16 @@ func (c *Collector) timelineObject(o *records.CustomObject, evs []tracker.Event,
 	if !c.tl.Open(uid) {
 		return
 	}
-	w := timeline.Entry{Time: now, Type: timeline.EntryWrite, Generation: o.Generation}
-	if o.WriteManagers != "" {
-		w.Managers = strings.Split(o.WriteManagers, "\n")
+	var prev *timeline.Write
+	cur := writeOf(o)
+	if old != nil {
+		w := writeOf(old)
+		prev = &w
+		// What a custom resource's change touched is not kept: it may be
+		// a write through its /scale subresource.
+		cur.MaybeScale = true
 	}
-	if at := o.WriteTime(); !at.IsZero() {
-		w.APITime = &at
-	}
-	c.tl.Add(uid, w)
+	c.tl.Add(uid, timeline.WriteEntry(prev, cur, now))
 	for _, ev := range evs {
 		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == uid {
 			for _, e := range conditionEntries(nil, o) {
@@ -58,6 +62,15 @@ func (c *Collector) timelineObject(o *records.CustomObject, evs []tracker.Event,
 	if st, ok := c.tr.Blocking(uid, now); ok {
 		c.tl.Block(uid, string(st.Stage), st.Reason, now)
 	}
+}
+
+// writeOf is the write o records.
+func writeOf(o *records.CustomObject) timeline.Write {
+	w := timeline.Write{Generation: o.Generation, At: o.WriteTime()}
+	if o.WriteManagers != "" {
+		w.Managers = strings.Split(o.WriteManagers, "\n")
+	}
+	return w
 }
 
 // conditionEntries are the conditions of o whose status, reason or message

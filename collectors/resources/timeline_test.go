@@ -1,11 +1,18 @@
 package resources
 
 import (
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 // A custom resource's conditions enter its timeline when their status,
@@ -38,5 +45,62 @@ func TestConditionEntries(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A custom resource's /scale write stamps no managedFields time: its entry
+// names no manager rather than the previous stamp's.
+func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	cfg := config.Default()
+	c := New(collectors.NewEpisodes(cfg, time.Now), cfg, time.Minute, slog.New(slog.DiscardHandler), time.Now)
+	store := timeline.NewStore(timeline.Config{})
+	c.SetTimelines(store)
+	obj := func(gen int64) *records.CustomObject {
+		return &records.CustomObject{UID: "u-db", Generation: gen, WriteManagers: "helm", WriteUnix: t0.Add(-time.Hour).Unix()}
+	}
+	ep := tracker.Episode{Kind: "Database.example.com", UID: "u-db", Namespace: "ns", Name: "db", Generation: 5, Target: 5, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	c.mu.Lock()
+	c.timelineObject(obj(4), obj(5), nil, t0)
+	c.mu.Unlock()
+	eps := store.List(timeline.Query{UID: "u-db"}, t0)
+	if len(eps) != 1 || len(eps[0].Entries) == 0 {
+		t.Fatalf("episodes %+v", eps)
+	}
+	if w := eps[0].Entries[0]; w.Type != timeline.EntryWrite || w.Generation != 5 || len(w.Managers) != 0 || w.APITime != nil || w.Message != timeline.WriterUnknown {
+		t.Errorf("the /scale write's entry = %+v, want generation 5 with no managers, no API time and message %q", w, timeline.WriterUnknown)
+	}
+}
+
+// A custom resource deleted and recreated under its name while the watch
+// was down reaches onObject as an update with another uid: the old one's
+// episode ends as deleted instead of staying open, and stalled, forever.
+func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
+	cfg := config.Default()
+	c := New(collectors.NewEpisodes(cfg, time.Now), cfg, time.Minute, slog.New(slog.DiscardHandler), time.Now)
+	conv, err := records.NewConvention(config.Resource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &resource{kind: "Database.example.com", conv: conv}
+	obj := func(uid string) *records.CustomObject {
+		return &records.CustomObject{UID: types.UID(uid), Namespace: "ns", Name: "db", Generation: 1}
+	}
+	open := func() []string {
+		eps, _ := c.Episodes(time.Now())
+		var uids []string
+		for _, ep := range eps {
+			uids = append(uids, ep.UID)
+		}
+		return uids
+	}
+	c.onObject(r, 0, nil, obj("a"), false)
+	if got := open(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("open episodes after the create: %v, want [a]", got)
+	}
+	c.onObject(r, 0, obj("a"), obj("b"), false)
+	if got := open(); len(got) != 1 || got[0] != "b" {
+		t.Errorf("open episodes after the relist: %v, want only the new object's [b]", got)
 	}
 }

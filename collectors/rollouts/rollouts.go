@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -139,8 +140,8 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		var errs []error
 		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
 			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-				AddFunc:    func(obj any, initial bool) { c.onWorkload(obj, initial) },
-				UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
+				AddFunc:    func(obj any, initial bool) { c.onWorkload(nil, obj, initial) },
+				UpdateFunc: c.onWorkloadUpdate,
 				DeleteFunc: c.onWorkloadDelete,
 			})); err != nil {
 				errs = append(errs, fmt.Errorf("watch workloads: %w", err))
@@ -155,7 +156,9 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
-func (c *Collector) onWorkload(obj any, initial bool) {
+// onWorkload observes a workload's record; old is its previous version
+// (nil when added).
+func (c *Collector) onWorkload(old, obj any, initial bool) {
 	w, ok := c.view.record(obj)
 	if !ok {
 		return
@@ -165,11 +168,29 @@ func (c *Collector) onWorkload(obj any, initial bool) {
 	defer c.mu.Unlock()
 	evs := c.tr.Observe(w, now, notLive)
 	c.observe(evs)
-	c.timelineWorkload(obj, &w, evs, now)
+	c.timelineWorkload(old, obj, &w, evs, now)
+}
+
+// onWorkloadUpdate observes a workload's new version. A workload deleted
+// and recreated under its name while the watch was down reaches it as an
+// update at the relist (same cache key, another uid): the old object is
+// deleted first, or its episode would stay open, and stalled, forever.
+func (c *Collector) onWorkloadUpdate(oldObj, obj any) {
+	if o, ok := oldObj.(metav1.Object); ok {
+		if n, ok := obj.(metav1.Object); ok && o.GetUID() != n.GetUID() {
+			c.workloadGone(oldObj, informers.DeletedAt(obj, c.now))
+			oldObj = nil
+		}
+	}
+	c.onWorkload(oldObj, obj, false)
 }
 
 func (c *Collector) onWorkloadDelete(obj any) {
-	obj = informers.Unwrap(obj)
+	c.workloadGone(informers.Unwrap(obj), informers.DeletedAt(obj, c.now))
+}
+
+// workloadGone ends the tracking of a deleted workload, at now.
+func (c *Collector) workloadGone(obj any, now time.Time) {
 	uid := ""
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -181,7 +202,6 @@ func (c *Collector) onWorkloadDelete(obj any) {
 	default:
 		return
 	}
-	now, _ := informers.ReceivedOr(obj, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.Delete(uid, now))

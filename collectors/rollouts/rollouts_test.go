@@ -248,3 +248,32 @@ func label(m *dto.Metric, name string) string {
 	}
 	return ""
 }
+
+// A Deployment deleted and recreated under its name while the watch was
+// down reaches the handlers as an update with another uid: the old one's
+// episode ends as deleted instead of staying open, and stalled, forever.
+func TestWorkloadRecreatedDuringAWatchGap(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	c.view = newView(t)
+	dep := func(uid string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID(uid), Generation: 1},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	}
+	open := func() []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var uids []string
+		for _, ep := range c.tr.Open() {
+			uids = append(uids, ep.UID)
+		}
+		return uids
+	}
+	c.onWorkload(nil, dep("a"), false)
+	if got := open(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("open episodes after the create: %v, want [a]", got)
+	}
+	c.onWorkloadUpdate(dep("a"), dep("b"))
+	if got := open(); len(got) != 1 || got[0] != "b" {
+		t.Errorf("open episodes after the relist: %v, want only the new object's [b]", got)
+	}
+}

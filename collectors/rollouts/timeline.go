@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
@@ -29,8 +30,11 @@ func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
 // its generation (the store keeps one per generation) and what holds its
 // episode now; when the record opened the episode, the workload's existing
 // ReplicaSets and Pods are related to it, so that Warning Events and
-// endpoint changes about them reach it. c.mu is held.
-func (c *Collector) timelineWorkload(obj any, w *tracker.Workload, evs []tracker.Event, now time.Time) {
+// endpoint changes about them reach it. old is the previous version of
+// obj (nil when added): a write that moved the generation without moving
+// the last write's managedFields stamp is not attributed (WriteEntry).
+// c.mu is held.
+func (c *Collector) timelineWorkload(old, obj any, w *tracker.Workload, evs []tracker.Event, now time.Time) {
 	if c.tl == nil {
 		return
 	}
@@ -39,17 +43,55 @@ func (c *Collector) timelineWorkload(obj any, w *tracker.Workload, evs []tracker
 			c.relateDerived(w.Kind, w.UID)
 		}
 	}
-	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		if meta, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			managers, at := records.LastWrite(meta)
-			e := timeline.Entry{Time: now, Type: timeline.EntryWrite, Generation: w.Generation, Managers: managers}
-			if !at.IsZero() {
-				e.APITime = &at
-			}
-			c.tl.Add(w.UID, e)
+	if meta := objectMeta(obj); meta != nil {
+		managers, at := records.LastWrite(meta)
+		cur := timeline.Write{Generation: w.Generation, Managers: managers, At: at, MaybeScale: scaleOnly(old, obj)}
+		var prev *timeline.Write
+		if o := objectMeta(old); o != nil {
+			pm, pat := records.LastWrite(o)
+			prev = &timeline.Write{Generation: o.Generation, Managers: pm, At: pat}
 		}
+		c.tl.Add(w.UID, timeline.WriteEntry(prev, cur, now))
 	}
 	c.block(w.UID, now)
+}
+
+// scaleOnly reports whether the change from old to cur moved the replica
+// count and nothing else of the spec (the hashes Compact records of the
+// pod template and of the rest): all a write through /scale can change.
+func scaleOnly(old, cur any) bool {
+	om, cm := objectMeta(old), objectMeta(cur)
+	if om == nil || cm == nil {
+		return false
+	}
+	for _, k := range []string{informers.AnnotationTemplateHash, informers.AnnotationOtherHash} {
+		if om.Annotations[k] != cm.Annotations[k] {
+			return false
+		}
+	}
+	return specReplicas(old) != specReplicas(cur)
+}
+
+// specReplicas is spec.replicas of a Deployment or StatefulSet (nil: the
+// default 1); 0 for anything else (a DaemonSet has no /scale).
+func specReplicas(obj any) int32 {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return ptr.Deref(o.Spec.Replicas, 1)
+	case *appsv1.StatefulSet:
+		return ptr.Deref(o.Spec.Replicas, 1)
+	}
+	return 0
+}
+
+// objectMeta is the metadata of a typed API object; nil for anything else.
+func objectMeta(obj any) *metav1.ObjectMeta {
+	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if meta, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return meta
+		}
+	}
+	return nil
 }
 
 // block records what holds uid's open episode now. c.mu is held.
@@ -85,10 +127,21 @@ func (c *Collector) timelineFact(old, obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		prev, _ := old.(*corev1.Pod)
+		if prev != nil && prev.UID != o.UID {
+			// Deleted and recreated under its name (a StatefulSet's pod)
+			// while the watch was down: the relist shows an update.
+			at, _ := informers.ReceivedOr(o, c.now)
+			c.onDerivedGone("Pod", c.view.workloadOf(prev), at, &prev.ObjectMeta)
+			prev = nil
+		}
 		c.onPodTimeline(prev, o)
 	case *appsv1.ReplicaSet:
-		if old != nil {
-			return
+		if prev, ok := old.(*appsv1.ReplicaSet); ok {
+			if prev.UID == o.UID {
+				return
+			}
+			at, _ := informers.ReceivedOr(o, c.now) // recreated under its name, as a pod above
+			c.onDerivedGone("ReplicaSet", ownerUID(prev), at, &prev.ObjectMeta)
 		}
 		owner := ownerUID(o)
 		if owner == "" || !c.tl.Open(owner) {
@@ -100,7 +153,8 @@ func (c *Collector) timelineFact(old, obj any) {
 			Object: refOf("ReplicaSet", &o.ObjectMeta), Reason: "created"})
 	case *discoveryv1.EndpointSlice:
 		prev, _ := old.(*discoveryv1.EndpointSlice)
-		c.onSliceTimeline(prev, o, obj)
+		at, _ := informers.ReceivedOr(o, c.now)
+		c.onSliceTimeline(prev, o, at)
 	}
 }
 
@@ -110,13 +164,14 @@ func (c *Collector) timelineGone(obj any) {
 	if c.tl == nil {
 		return
 	}
+	at := informers.DeletedAt(obj, c.now)
 	switch o := informers.Unwrap(obj).(type) {
 	case *corev1.Pod:
-		c.onDerivedGone("Pod", c.view.workloadOf(o), obj, &o.ObjectMeta)
+		c.onDerivedGone("Pod", c.view.workloadOf(o), at, &o.ObjectMeta)
 	case *appsv1.ReplicaSet:
-		c.onDerivedGone("ReplicaSet", ownerUID(o), obj, &o.ObjectMeta)
+		c.onDerivedGone("ReplicaSet", ownerUID(o), at, &o.ObjectMeta)
 	case *discoveryv1.EndpointSlice:
-		c.onSliceTimeline(o, nil, obj)
+		c.onSliceTimeline(o, nil, at)
 	}
 }
 
@@ -137,15 +192,26 @@ func (c *Collector) onPodTimeline(old, p *corev1.Pod) {
 	}
 }
 
-// onDerivedGone records the deletion of a Pod or ReplicaSet of workload uid.
-func (c *Collector) onDerivedGone(kind, uid string, obj any, m *metav1.ObjectMeta) {
+// onDerivedGone records the deletion of a Pod or ReplicaSet of workload
+// uid, dated on the API side by the delete request.
+func (c *Collector) onDerivedGone(kind, uid string, at time.Time, m *metav1.ObjectMeta) {
+	// Its relation is kept for what follows the deletion (the endpoint's
+	// removal), within the store's bound on deleted objects.
+	defer c.tl.Gone(string(m.UID))
 	if uid == "" || !c.tl.Open(uid) {
 		return
 	}
-	at, _ := informers.ReceivedOr(obj, c.now)
 	e := timeline.Entry{Time: at, Type: timeline.EntryObject, Object: refOf(kind, m), Reason: "deleted"}
 	if m.DeletionTimestamp != nil {
+		// deletionTimestamp is the time of the delete request plus the
+		// grace period (k8s.io/apiserver rest.BeforeDelete; a shorter
+		// grace moves both): a pod's is 30 s after the request by default,
+		// in the future of the delete it dates. Less the grace period it
+		// is the request's time.
 		t := m.DeletionTimestamp.Time
+		if g := m.DeletionGracePeriodSeconds; g != nil {
+			t = t.Add(-time.Duration(*g) * time.Second)
+		}
 		e.APITime = &t
 	}
 	c.tl.Add(uid, e)
@@ -216,7 +282,7 @@ func transition(c *corev1.PodCondition, status corev1.ConditionStatus) *time.Tim
 // from old to cur (nil: created or deleted): a ready endpoint, a not ready
 // one, or removed. Pods are found by uid among those related to an open
 // episode (a deleted pod's endpoint is removed after the pod is gone).
-func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, obj any) {
+func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, at time.Time) {
 	changes := endpointChanges(old, cur)
 	if len(changes) == 0 {
 		return
@@ -225,7 +291,6 @@ func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, obj any
 	if s == nil {
 		s = old
 	}
-	at, _ := informers.ReceivedOr(obj, c.now)
 	var apiTime *time.Time
 	if t := records.Slice(s).TriggerTime; !t.IsZero() {
 		apiTime = &t

@@ -6,13 +6,18 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 func entryStrings(es []timeline.Entry) []string {
@@ -102,5 +107,119 @@ func TestEndpointChanges(t *testing.T) {
 		if got := endpointChanges(tc.old, tc.cur); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// deployment is a Deployment of generation gen with replicas and image as
+// the informers cache it (compacted), with the managedFields entries given.
+func deployment(t *testing.T, gen int64, replicas int32, image string, fields ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u-web", Generation: gen, ManagedFields: fields}}
+	d.Spec.Replicas = ptr.To(replicas)
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: image}}
+	if _, err := informers.Compact(d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A write through /scale (an HPA's) moves the generation and stamps no
+// managedFields time (v1.37): its entry must not name the manager of the
+// previous stamp (helm), who did not ask for this rollout. A template
+// change with the stamp unmoved is helm's second write within its second:
+// named.
+func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
+	helmAt := metav1.NewTime(t0.Add(-time.Hour))
+	helm := metav1.ManagedFieldsEntry{Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, Time: &helmAt,
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{},"f:template":{}}}`)}}
+	hpa := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+	for _, tc := range []struct {
+		name          string
+		before, after *appsv1.Deployment
+		wantManagers  []string
+		wantMessage   string
+	}{
+		{"scaled through /scale", deployment(t, 4, 2, "app:v1", helm), deployment(t, 5, 5, "app:v1", helm, hpa), nil, timeline.WriterUnknown},
+		{"a new image in helm's second", deployment(t, 4, 2, "app:v1", helm), deployment(t, 5, 2, "app:v2", helm), []string{"helm"}, ""},
+	} {
+		c, _ := newCollector(t, config.Default())
+		store := timeline.NewStore(timeline.Config{})
+		c.SetTimelines(store)
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: "u-web", Namespace: "ns", Name: "web", Generation: 5, Target: 5, Start: t0}
+		store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+		c.mu.Lock()
+		c.timelineWorkload(tc.before, tc.after, &tracker.Workload{Kind: tracker.Deployment, UID: "u-web", Generation: 5}, nil, t0)
+		c.mu.Unlock()
+		eps := store.List(timeline.Query{UID: "u-web"}, t0)
+		if len(eps) != 1 || len(eps[0].Entries) == 0 {
+			t.Fatalf("%s: episodes %+v", tc.name, eps)
+		}
+		w := eps[0].Entries[0]
+		if w.Type != timeline.EntryWrite || w.Generation != 5 || !reflect.DeepEqual(w.Managers, tc.wantManagers) || (w.APITime == nil) != (tc.wantManagers == nil) || w.Message != tc.wantMessage {
+			t.Errorf("%s: write entry = %+v, want generation 5 by %v (API time only with managers), message %q", tc.name, w, tc.wantManagers, tc.wantMessage)
+		}
+	}
+}
+
+// A pod deleted with the default 30 s grace period carries a
+// deletionTimestamp 30 s after the delete request: its "deleted" entry is
+// dated by the request, not half a minute in its own future.
+func TestDeletedPodDatedByTheRequest(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	store := timeline.NewStore(timeline.Config{})
+	c.SetTimelines(store)
+	ep := tracker.Episode{Kind: tracker.Deployment, UID: "u-web", Namespace: "ns", Name: "web", Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	requested := t0.Add(2 * time.Second)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: "u-pod",
+		DeletionTimestamp: ptr.To(metav1.NewTime(requested.Add(30 * time.Second))), DeletionGracePeriodSeconds: ptr.To[int64](30)}}
+	c.onDerivedGone("Pod", "u-web", t0, &p.ObjectMeta)
+	eps := store.List(timeline.Query{UID: "u-web"}, t0)
+	if len(eps) != 1 || len(eps[0].Entries) != 1 {
+		t.Fatalf("episodes %+v", eps)
+	}
+	if e := eps[0].Entries[0]; e.Reason != "deleted" || e.APITime == nil || !e.APITime.Equal(requested) {
+		t.Errorf("deleted entry %+v (api time %v), want the request's time %v", e, e.APITime, requested)
+	}
+}
+
+// A StatefulSet's pod deleted and recreated under its name while the watch
+// was down reaches the handlers as an update at the relist: it is the old
+// pod's deletion and a new pod's creation, and the new pod is related to
+// the episode. A pod whose deletion the relist found (a tombstone) is
+// dated by the relist, not by the receipt of its last cached version.
+func TestPodRecreatedDuringAWatchGap(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	c.now = func() time.Time { return t0.Add(2 * time.Minute) }
+	c.view = newView(t)
+	store := timeline.NewStore(timeline.Config{})
+	c.SetTimelines(store)
+	ep := tracker.Episode{Kind: tracker.StatefulSet, UID: "sts", Namespace: "ns", Name: "db", Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	pod := func(uid string, received time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: types.UID(uid), CreationTimestamp: metav1.NewTime(t0),
+			Annotations:     map[string]string{informers.AnnotationReceived: fmt.Sprint(received.UnixNano())},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts", Controller: ptr.To(true)}}}}
+	}
+	relisted := t0.Add(time.Minute)
+	store.Relate("old", "sts")
+	c.timelineFact(pod("old", t0.Add(-time.Hour)), pod("new", relisted))
+	if !store.AddRelated("new", timeline.Entry{Time: relisted, Type: timeline.EntryEvent, Reason: "BackOff"}) {
+		t.Error("the recreated pod is not related to the episode")
+	}
+	c.timelineGone(cache.DeletedFinalStateUnknown{Key: "ns/db-0", Obj: pod("new", relisted)})
+
+	var got []string
+	for _, e := range store.List(timeline.Query{UID: "sts"}, t0)[0].Entries {
+		if e.Object != nil {
+			got = append(got, fmt.Sprintf("%s %s %s +%v", e.Type, e.Reason, e.Object.UID, e.Time.Sub(t0)))
+		}
+	}
+	// The old pod's cached version was received an hour before: the
+	// deletions are dated by the relist (+1m) and by the clock (+2m).
+	want := []string{"object deleted old +1m0s", "object created new +1m0s", "object deleted new +2m0s"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("entries:\n%q\nwant\n%q", got, want)
 	}
 }

@@ -72,8 +72,11 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 }
 
 // Start implements collectors.Collector. Events of the initial list are
-// added too: an episode recovered at start then shows the failures that
-// hold it (AddRelated keeps only those about an open episode).
+// offered too, but AddRelated keeps only those about an open episode, and
+// the rollouts collector recovers its episodes only once pods and
+// ReplicaSets have synced, mostly after this list was delivered: a
+// recovered episode shows the occurrences that follow its recovery (an
+// update with a higher count), not the ones before (docs/timelines.md).
 func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	inf, err := f.Informer(informers.WarningEvents)
 	if err != nil {

@@ -174,7 +174,9 @@ const maxWriteManagers = 4
 // not the write that asks for a rollout). Entry times have one-second
 // precision, so managers writing in the same second are named together.
 // A write through /scale stamps no time on v1.37 (see NewestManager): the
-// previous writer is then named. Nil without timed entries.
+// previous stamp's managers are then returned, and the timelines, seeing
+// the stamp did not move with the generation, name none
+// (timeline.WriteEntry). Nil without timed entries.
 func WriteOf(fields []metav1.ManagedFieldsEntry) (managers []string, at time.Time) {
 	for _, f := range fields {
 		if f.Time == nil || f.Subresource == "status" || statusOnly(f.FieldsV1) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Annotations that package listwatch writes into every object it hands to a
@@ -85,4 +86,18 @@ func ReceivedOr(obj any, now func() time.Time) (time.Time, bool) {
 func NotLive(obj any, initial bool, now func() time.Time) (time.Time, bool) {
 	at, listed := ReceivedOr(obj, now)
 	return at, initial || listed
+}
+
+// DeletedAt returns when the exporter learned that obj, the object of a
+// delete notification, was deleted: its receipt, or now for a tombstone.
+// A tombstone (cache.DeletedFinalStateUnknown) comes from a relist that
+// found the object gone, and carries the last version the cache held,
+// received before the deletion, maybe hours before: its receipt would date
+// the deletion before everything that happened while the watch was down.
+func DeletedAt(obj any, now func() time.Time) time.Time {
+	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return now()
+	}
+	at, _ := ReceivedOr(obj, now)
+	return at
 }

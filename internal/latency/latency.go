@@ -73,7 +73,8 @@ func Exemplar(uid, generation, name string) prometheus.Labels {
 // on, "" otherwise) in the priority uid, generation, trace_id, name: the
 // name is what gets truncated to keep client_golang's 128-rune limit (a
 // 36-rune uid, a generation of up to 19 digits and a 32-digit trace id
-// leave it 17 runes at worst).
+// leave it 16 runes at worst: 128 - (3+36) - (10+19) - (8+32) - 4, names
+// and values counted).
 func TracedExemplar(uid, generation, traceID, name string) prometheus.Labels {
 	l := prometheus.Labels{"uid": uid}
 	used := len("uid") + utf8.RuneCountInString(uid)

@@ -14,6 +14,7 @@ package timeline
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -34,7 +35,8 @@ const (
 	// EntryWrite: a write of the object that moved its generation (the one
 	// that opened the episode, and later ones that re-targeted it such as
 	// an HPA's /scale write). Generation, Managers, APITime (the newest
-	// managedFields time, 1 s precision; zero when the write left none).
+	// managedFields time, 1 s precision); without Managers nor APITime
+	// when the write left no stamp of its own (Message WriterUnknown).
 	EntryWrite EntryType = "write"
 	// EntryObject: a derived object appeared or went away (Object; Reason
 	// "created" or "deleted"): a ReplicaSet, a Pod.
@@ -69,6 +71,46 @@ const (
 	// EntryClosed: the episode ended (Reason: the outcome).
 	EntryClosed EntryType = "closed"
 )
+
+// Write is what the informers tell of an object's write: the generation
+// it left, and the field managers and API-side time of the newest
+// managedFields stamp (one-second precision; informers.WriteOf).
+type Write struct {
+	Generation int64
+	Managers   []string
+	At         time.Time
+	// MaybeScale: the change from the previous version could be a write
+	// through /scale (only the replica count moved, or the feeder cannot
+	// tell).
+	MaybeScale bool
+}
+
+// WriterUnknown is the Message of an EntryWrite whose writer the object
+// does not name (WriteEntry).
+const WriterUnknown = "writer unknown: the write moved the generation but left no managedFields time (a write through /scale leaves none)"
+
+// WriteEntry is the EntryWrite of cur, received at now; prev is the
+// version the informer delivered before it (nil: none, an add or a list).
+// When cur moved the generation but its newest managedFields stamp is
+// still prev's, and the change could be a write through /scale (an HPA's,
+// kubectl scale), the stamp is an earlier write's: /scale stamps no time
+// (seen on v1.37), and naming the previous writer would blame the wrong
+// controller for the rollout. The managers and API time are then left out
+// and Message says why. Any other change with the stamp unmoved is a
+// second write by the stamp's managers within its second: named.
+func WriteEntry(prev *Write, cur Write, now time.Time) Entry {
+	e := Entry{Time: now, Type: EntryWrite, Generation: cur.Generation}
+	if prev != nil && cur.MaybeScale && prev.Generation < cur.Generation && prev.At.Equal(cur.At) && slices.Equal(prev.Managers, cur.Managers) {
+		e.Message = WriterUnknown
+		return e
+	}
+	e.Managers = cur.Managers
+	if !cur.At.IsZero() {
+		at := cur.At
+		e.APITime = &at
+	}
+	return e
+}
 
 // ObjectRef names an object an entry is about.
 type ObjectRef struct {

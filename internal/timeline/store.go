@@ -64,6 +64,12 @@ type Store struct {
 	// reverse, to forget them when the episode closes.
 	related   map[string]string
 	relatedOf map[string]map[string]struct{}
+	// gone lists, per workload uid, its related objects that were deleted,
+	// oldest first: their relations outlive them (a pod's endpoint is
+	// removed after the pod), but at most MaxGoneRelated per episode, or a
+	// rollout stuck for days while its pods are evicted and replaced would
+	// keep one relation per pod it ever had.
+	gone map[string][]string
 
 	dropped, evicted uint64
 }
@@ -109,6 +115,7 @@ func NewStore(cfg Config) *Store {
 		byName:    map[objectKey][]*record{},
 		related:   map[string]string{},
 		relatedOf: map[string]map[string]struct{}{},
+		gone:      map[string][]string{},
 	}
 }
 
@@ -212,6 +219,7 @@ func (s *Store) close(r *record, outcome string, at time.Time) {
 		delete(s.related, obj)
 	}
 	delete(s.relatedOf, r.ep.UID)
+	delete(s.gone, r.ep.UID)
 	s.closed = append(s.closed, r)
 	for len(s.closed)-s.first > s.cfg.Retained {
 		s.evict(s.closed[s.first])
@@ -340,13 +348,43 @@ func (s *Store) AddRelated(objectUID string, e Entry) bool {
 // Relate relates objectUID (a Pod or ReplicaSet that existed before the
 // episode opened) to the open episode of the workload episodeUID, until it
 // closes. Nothing happens when it has none: relations are kept for open
-// episodes only, so that they stay bounded by their derived objects.
+// episodes only, so that they stay bounded by their live derived objects
+// and the last MaxGoneRelated deleted ones (Gone).
 func (s *Store) Relate(objectUID, episodeUID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.open[episodeUID] != nil {
 		s.relate(objectUID, episodeUID)
 	}
+}
+
+// MaxGoneRelated bounds the relations an open episode keeps to deleted
+// objects (Gone). Evidence about a deleted pod comes within seconds of its
+// deletion (its endpoint's removal, a last Event), so the newest 256 of
+// them are plenty; an episode's live objects are never forgotten.
+const MaxGoneRelated = 256
+
+// Gone says that objectUID, related to an open episode, was deleted. Its
+// relation is kept, for the evidence that follows a deletion, until the
+// episode closes or MaxGoneRelated newer deleted objects of the episode
+// push it out.
+func (s *Store) Gone(objectUID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.related[objectUID]
+	if !ok || s.open[w] == nil {
+		return
+	}
+	gone := append(s.gone[w], objectUID)
+	if len(gone) > MaxGoneRelated {
+		old := gone[0]
+		if s.related[old] == w {
+			delete(s.related, old)
+			delete(s.relatedOf[w], old)
+		}
+		gone = slices.Delete(gone, 0, 1) // copies 255 strings: rare, bounded
+	}
+	s.gone[w] = gone
 }
 
 func (s *Store) relate(objectUID, episodeUID string) {

@@ -428,3 +428,36 @@ func TestStoreWriteOncePerGeneration(t *testing.T) {
 		t.Error("Open disagrees with the episodes")
 	}
 }
+
+// A rollout stuck while its pods are deleted and replaced keeps the
+// relations of its live pods and of the last MaxGoneRelated deleted ones,
+// not one per pod it ever had.
+func TestStoreForgetsOldDeletedObjects(t *testing.T) {
+	s := NewStore(Config{})
+	ep := deploy("w", 2, 0)
+	s.ObserveEpisodes([]tracker.Event{opened(ep)})
+	s.Relate("pod-live", "w")
+	const churned = 10 * MaxGoneRelated
+	for i := range churned {
+		uid := fmt.Sprintf("pod-%d", i)
+		s.Add("w", Entry{Time: at(time.Duration(i) * time.Second), Type: EntryObject, Object: &ObjectRef{Kind: "Pod", Name: uid, UID: uid}, Reason: "created"})
+		s.Gone(uid)
+	}
+	if n := len(s.related); n != MaxGoneRelated+1 {
+		t.Errorf("%d relations after %d pods deleted, want %d deleted ones and the live pod", n, churned, MaxGoneRelated)
+	}
+	if n := len(s.relatedOf["w"]); n != MaxGoneRelated+1 {
+		t.Errorf("reverse relations: %d, want %d", n, MaxGoneRelated+1)
+	}
+	newest, oldest := fmt.Sprintf("pod-%d", churned-1), "pod-0"
+	for uid, want := range map[string]bool{"pod-live": true, newest: true, oldest: false} {
+		if got := s.AddRelated(uid, Entry{Time: at(time.Hour), Type: EntryEndpoint, Reason: "removed"}); got != want {
+			t.Errorf("AddRelated(%s) = %v, want %v", uid, got, want)
+		}
+	}
+	s.Gone("pod-unrelated") // nothing to forget
+	s.ObserveEpisodes([]tracker.Event{closedAt(ep, tracker.OutcomeConverged, 2*time.Hour)})
+	if len(s.related) != 0 || len(s.relatedOf) != 0 || len(s.gone) != 0 {
+		t.Errorf("relations kept after close: %d %d %d", len(s.related), len(s.relatedOf), len(s.gone))
+	}
+}
