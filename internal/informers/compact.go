@@ -38,6 +38,10 @@ const (
 	// WriteOf reads them; workloads only, for their timelines.
 	AnnotationWriteManagers = "kube-convergence.io/write-managers"
 	AnnotationWriteTime     = "kube-convergence.io/write-time"
+	// AnnotationStatusWriteTime is the time of the object's last status
+	// write (StatusWriteOf; RFC 3339, one-second precision): the API-side
+	// time of the stages its controller reports.
+	AnnotationStatusWriteTime = "kube-convergence.io/status-write-time"
 )
 
 // Annotations of the API objects that the collectors read; all others are
@@ -51,6 +55,7 @@ var keptAnnotations = map[string]bool{
 	AnnotationWriter:                                   true,
 	AnnotationWriteManagers:                            true,
 	AnnotationWriteTime:                                true,
+	AnnotationStatusWriteTime:                          true,
 }
 
 // Compact is the informers' transform: it extracts what the collectors need
@@ -203,8 +208,29 @@ func statusOnly(f *metav1.FieldsV1) bool {
 	return bytes.Contains(raw, []byte(`"f:status"`)) && !bytes.Contains(raw, []byte(`"f:spec"`)) && !bytes.Contains(raw, []byte(`"f:metadata"`))
 }
 
-// setWrite records WriteOf's answer in annotations Compact keeps.
+// StatusWriteOf returns the time of an object's last status write: the
+// newest managedFields time of the status entries (zero without one). A
+// controller's status entry is re-stamped whenever its write changes the
+// object, so this dates the status the exporter judges, to the second.
+func StatusWriteOf(fields []metav1.ManagedFieldsEntry) time.Time {
+	var at time.Time
+	for _, f := range fields {
+		if f.Time != nil && (f.Subresource == "status" || statusOnly(f.FieldsV1)) && f.Time.After(at) {
+			at = f.Time.Time
+		}
+	}
+	return at
+}
+
+// setWrite records WriteOf's and StatusWriteOf's answers in annotations
+// Compact keeps.
 func setWrite(m *metav1.ObjectMeta) {
+	if st := StatusWriteOf(m.ManagedFields); !st.IsZero() {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[AnnotationStatusWriteTime] = st.UTC().Format(time.RFC3339)
+	}
 	managers, at := WriteOf(m.ManagedFields)
 	if len(managers) == 0 {
 		return

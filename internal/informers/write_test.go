@@ -37,6 +37,23 @@ func TestWriteOf(t *testing.T) {
 	}
 }
 
+func TestStatusWriteOf(t *testing.T) {
+	at := func(s int) *metav1.Time { return &metav1.Time{Time: created.Add(time.Duration(s) * time.Second)} }
+	status := &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:replicas":{}}}`)}
+	fields := []metav1.ManagedFieldsEntry{
+		{Manager: "e2e-writer", Time: at(9)},                                     // a spec write: not status
+		{Manager: "kube-controller-manager", Subresource: "status", Time: at(4)}, // the status subresource
+		{Manager: "old-client", Time: at(6), FieldsV1: status},                   // status through the main resource
+		{Manager: "untimed", Subresource: "status"},
+	}
+	if got := StatusWriteOf(fields); !got.Equal(created.Add(6 * time.Second)) {
+		t.Errorf("StatusWriteOf = %v, want created+6s", got)
+	}
+	if got := StatusWriteOf(fields[:1]); !got.IsZero() {
+		t.Errorf("StatusWriteOf without status entries = %v, want zero", got)
+	}
+}
+
 // Compact keeps the write of a workload in annotations, and the scheduler's
 // message of an unschedulable pod (cut), dropping every other message.
 func TestCompactKeepsTheWriteAndWhyUnschedulable(t *testing.T) {

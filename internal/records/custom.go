@@ -102,6 +102,9 @@ type CustomObject struct {
 	// to 1,041 B/object before).
 	WriteManagers string
 	WriteUnix     int64
+	// StatusUnix is the time of the last status write in Unix seconds
+	// (informers.StatusWriteOf), 0 when unknown.
+	StatusUnix int64
 
 	HasStatus bool
 	// ObservedGeneration is read from status.observedGeneration (or the
@@ -181,6 +184,9 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 	meta := metav1.ObjectMeta{Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
 	if managers, written := informers.WriteOf(meta.ManagedFields); len(managers) > 0 {
 		o.WriteManagers, o.WriteUnix = c.internManagers(strings.Join(managers, "\n")), written.Unix()
+	}
+	if st := informers.StatusWriteOf(meta.ManagedFields); !st.IsZero() {
+		o.StatusUnix = st.Unix()
 	}
 	informers.CompactMeta(&meta)
 	o.SpecWrite = SpecWritten(&meta)
@@ -348,6 +354,9 @@ func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Worklo
 		Kind: kind, UID: string(o.UID), Namespace: o.Namespace, Name: o.Name,
 		Generation: o.Generation, Created: o.Created, SpecWritten: o.SpecWrite,
 		Custom: &tracker.Custom{},
+	}
+	if o.StatusUnix != 0 {
+		w.StatusWritten = time.Unix(o.StatusUnix, 0).UTC()
 	}
 	f := w.Custom
 	switch {

@@ -28,11 +28,21 @@ func SpecWritten(m *metav1.ObjectMeta) time.Time {
 	return t
 }
 
+// StatusWritten is the API-side time of the last status write that
+// Compact extracted from managedFields; zero when unknown.
+func StatusWritten(m *metav1.ObjectMeta) time.Time {
+	t, err := time.Parse(time.RFC3339, m.Annotations[informers.AnnotationStatusWriteTime])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
 func base(kind tracker.Kind, m *metav1.ObjectMeta, observed int64) tracker.Workload {
 	return tracker.Workload{
 		Kind: kind, UID: string(m.UID), Namespace: m.Namespace, Name: m.Name,
 		Generation: m.Generation, ObservedGeneration: observed,
-		Created: m.CreationTimestamp.Time, SpecWritten: SpecWritten(m),
+		Created: m.CreationTimestamp.Time, SpecWritten: SpecWritten(m), StatusWritten: StatusWritten(m),
 		TemplateHash: m.Annotations[informers.AnnotationTemplateHash],
 		OtherHash:    m.Annotations[informers.AnnotationOtherHash],
 	}

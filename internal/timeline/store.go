@@ -204,7 +204,12 @@ func (s *Store) reach(r *record, ev *tracker.Event) {
 		r.stages[i].Reached, r.stages[i].At, r.stages[i].DurationSeconds = true, &at, &d
 		break
 	}
-	s.add(r, Entry{Time: ev.At, Type: EntryStage, Stage: string(ev.Stage)})
+	e := Entry{Time: ev.At, Type: EntryStage, Stage: string(ev.Stage)}
+	if !ev.APITime.IsZero() {
+		t := ev.APITime
+		e.APITime = &t
+	}
+	s.add(r, e)
 }
 
 // close ends r and makes room for it among the retained closed episodes.

@@ -133,6 +133,18 @@ func TestStoreStageDurationIsTheObservedValue(t *testing.T) {
 	if *st.DurationSeconds != 0.123456789 || !st.At.Equal(at(time.Second)) {
 		t.Errorf("observed = %v at %v, want 0.123456789 at +1s", *st.DurationSeconds, *st.At)
 	}
+	// The stage entry carries the API-side time of the status write.
+	ev2 := reachedAfter(ep, tracker.StageUpdated, 2*time.Second)
+	ev2.APITime = t0.Add(2 * time.Second)
+	s.ObserveEpisodes([]tracker.Event{ev2})
+	es := s.List(Query{}, at(3*time.Second))[0].Entries
+	last := es[len(es)-1]
+	if last.Type != EntryStage || last.APITime == nil || !last.APITime.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("stage entry %+v, want apiTime t0+2s", last)
+	}
+	if prev := es[len(es)-2]; prev.Type != EntryStage || prev.APITime != nil {
+		t.Errorf("stage entry without an API time %+v, want no apiTime", prev)
+	}
 }
 
 // A recovered episode's stages passed before the exporter saw it are

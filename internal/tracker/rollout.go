@@ -77,6 +77,12 @@ type Event struct {
 	Threshold int           // ThresholdCrossed: index into RolloutConfig.Thresholds
 	Outcome   Outcome       // EpisodeClosed
 	Reason    string        // EpisodeStalled
+	// APITime is the API-side time of a StageReached (zero when unknown):
+	// the controller's status write that shows it (a custom resource's
+	// ready stage: its readiness condition's transition). endpoints_ready
+	// has none: the EndpointSlice writes are the timeline's endpoint
+	// entries.
+	APITime time.Time
 	// At is when it happened on the exporter's clock: the time the stage
 	// was reached (Episode.Start + Duration) for StageReached, else the
 	// time of the call that emitted it.
@@ -390,7 +396,7 @@ func (t *RolloutTracker) advance(evs []Event, o *object, now time.Time) []Event 
 		if c := ep.crossedAt[ep.reached]; at.Before(c) {
 			at = c
 		}
-		evs = append(evs, Event{Type: StageReached, Episode: ep.Episode, Stage: s, Duration: at.Sub(ep.Start)})
+		evs = append(evs, Event{Type: StageReached, Episode: ep.Episode, Stage: s, Duration: at.Sub(ep.Start), APITime: w.stageAPITime(s)})
 		ep.reached++
 	}
 	switch {

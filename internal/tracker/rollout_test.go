@@ -477,3 +477,36 @@ func TestEventsCarryTheirTime(t *testing.T) {
 		t.Errorf("events = %v\nwant %v", got, want)
 	}
 }
+
+// A stage's API-side time is the status write that shows it; a custom
+// resource's ready stage is its condition's transition; endpoints_ready
+// has none.
+func TestStageAPITime(t *testing.T) {
+	tr := newTracker()
+	tr.Observe(with(deploy(1, 0, 1, 0, 0), func(w *Workload) { w.Endpoints = EndpointsPending }), at("0s"), false)
+	done := with(deploy(1, 1, 1, 1, 1), func(w *Workload) { w.StatusWritten = at("2s"); w.Endpoints = EndpointsPending })
+	evs := tr.Observe(done, at("2500ms"), false)
+	evs = append(evs, tr.Observe(with(done, func(w *Workload) { w.Endpoints = EndpointsReady }), at("3s"), false)...)
+	var got []string
+	for _, e := range evs {
+		if e.Type == StageReached {
+			got = append(got, fmt.Sprintf("%s@%v", e.Stage, e.APITime.Sub(t0)))
+		}
+	}
+	want := []string{"observed@2s", "updated@2s", "available@2s", fmt.Sprintf("endpoints_ready@%v", time.Time{}.Sub(t0))}
+	if !equal(got, want) {
+		t.Errorf("stage API times %v, want %v", got, want)
+	}
+	c := cert(1, 1, true, "")
+	c.StatusWritten, c.Custom.ReadySince = at("5s"), at("4s")
+	ctr := newTracker()
+	ctr.Observe(cert(1, 0, false, ""), at("0s"), false)
+	for _, e := range ctr.Observe(c, at("6s"), false) {
+		if e.Type == StageReached {
+			wantAt := map[Stage]time.Time{StageObserved: at("5s"), StageReady: at("4s")}[e.Stage]
+			if !e.APITime.Equal(wantAt) {
+				t.Errorf("custom %s API time %v, want %v", e.Stage, e.APITime, wantAt)
+			}
+		}
+	}
+}

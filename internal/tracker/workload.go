@@ -150,6 +150,10 @@ type Workload struct {
 	// SpecWritten is the newest managedFields time of an entry touching
 	// f:spec (API side, 1 s precision); zero when unknown.
 	SpecWritten time.Time
+	// StatusWritten is the newest managedFields time of a status entry
+	// (API side, 1 s precision): when the controller wrote the status
+	// that shows a stage reached; zero when unknown.
+	StatusWritten time.Time
 
 	// TemplateHash and OtherHash classify a change: the pod template, and
 	// the spec without template and replicas.
@@ -287,6 +291,18 @@ func (w *Workload) apiStart() time.Time {
 }
 
 // stallReason picks the reason an episode is stuck, most specific first.
+// stageAPITime is the API-side time at which the record shows stage s
+// reached (see Event.APITime).
+func (w *Workload) stageAPITime(s Stage) time.Time {
+	switch {
+	case s == StageEndpointsReady:
+		return time.Time{}
+	case s == StageReady && w.Custom != nil && !w.Custom.ReadySince.IsZero():
+		return w.Custom.ReadySince
+	}
+	return w.StatusWritten
+}
+
 func (w *Workload) stallReason() string {
 	switch {
 	case !w.observed():
