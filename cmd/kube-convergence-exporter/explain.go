@@ -70,6 +70,15 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
 			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", visible(*object))
 		}
+		// The path's segments: . and .. are no Kubernetes name
+		// (apimachinery's path.IsValidPathSegmentName), and the
+		// exporter's router would clean them away, answering for
+		// another path.
+		for _, seg := range [...]struct{ what, v string }{{"kind", kind}, {"name", name}, {"namespace", *namespace}} {
+			if seg.v == "." || seg.v == ".." {
+				return fail(explainUsage, "%s %q: no Kubernetes object is named . or ..", seg.what, seg.v)
+			}
+		}
 		u, err := url.Parse(*exporterURL)
 		if err != nil {
 			// url.Parse's error quotes the URL, password and all.

@@ -262,6 +262,11 @@ func TestExplainExitCodes(t *testing.T) {
 		{[]string{"web", "--exporter.url", notFound}, 2, []string{"web: want KIND/NAME"}},
 		{[]string{"deploy/", "--exporter.url", notFound}, 2, []string{"want KIND/NAME"}},
 		{[]string{"deploy/a/b", "--exporter.url", notFound}, 2, []string{"want KIND/NAME"}},
+		// A path segment . or .. is no Kubernetes name; the exporter's
+		// router would clean it away and answer for another path.
+		{[]string{"deploy/..", "-n", "shop", "--exporter.url", notFound}, 2, []string{`name "..": no Kubernetes object is named . or ..`}},
+		{[]string{"../web", "-n", "shop", "--exporter.url", notFound}, 2, []string{`kind ".."`}},
+		{[]string{"deploy/web", "-n", ".", "--exporter.url", notFound}, 2, []string{`namespace "."`}},
 		{[]string{"deploy/web", "--exporter.url", "exporter:10329"}, 2, []string{`--exporter.url "exporter:10329": want an http or https URL`}},
 		{[]string{"deploy/web", "--exporter.url", "http://user:pw@[::1"}, 2, []string{"--exporter.url: not a URL"}},
 		{[]string{"deploy/web", "--exporter.url", notFound, "-o", "yaml"}, 2, []string{"enum value must be one of text,json"}},
