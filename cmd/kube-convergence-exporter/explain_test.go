@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -221,6 +224,51 @@ func TestExplainHTTPConfigFile(t *testing.T) {
 	}
 	if code, _, errs := runExplain(t, "deploy/web", "--exporter.url", srv.URL, "--exporter.http.config.file", filepath.Join(dir, "missing.yml")); code != 1 || !strings.Contains(errs, "--exporter.http.config.file") {
 		t.Errorf("a missing config file: exit %d, stderr %q", code, errs)
+	}
+}
+
+// The other halves of promtool's format that an exporter's
+// --web.config.file asks for: a TLS listener whose CA is given by
+// tls_config.ca_file, and basic auth with a password file.
+func TestExplainHTTPConfigFileTLSAndBasicAuth(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "ops" || p != "pa55" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, "Unauthorized")
+			return
+		}
+		fmt.Fprint(w, `{"items":[{"kind":"Deployment","namespace":"shop","name":"web","generation":1,"state":"in_progress","start":"2026-11-10T12:00:00Z","durationSeconds":12.75}]}`)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake refused without the CA
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	for name, content := range map[string][]byte{
+		"ca.pem":     ca,
+		"password":   []byte("pa55\n"),
+		"tls.yml":    []byte("tls_config:\n  ca_file: ca.pem\n"),
+		"tls+ba.yml": []byte("tls_config:\n  ca_file: ca.pem\nbasic_auth:\n  username: ops\n  password_file: password\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(cfg string) (int, string, string) {
+		args := []string{"deploy/web", "-n", "shop", "--exporter.url", srv.URL}
+		if cfg != "" {
+			args = append(args, "--exporter.http.config.file", filepath.Join(dir, cfg))
+		}
+		return runExplain(t, args...)
+	}
+	if code, out, errs := run("tls+ba.yml"); code != 0 || !strings.Contains(out, "in_progress for 12.75s") {
+		t.Errorf("with the CA and the password: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := run("tls.yml"); code != 1 || !strings.Contains(errs, "Unauthorized") {
+		t.Errorf("with the CA only: exit %d, stderr %q; want 1 and Unauthorized", code, errs)
+	}
+	if code, _, errs := run(""); code != 1 || !strings.Contains(errs, "exporter unreachable") || !strings.Contains(errs, "certificate") {
+		t.Errorf("without the CA: exit %d, stderr %q; want 1 and a certificate error", code, errs)
 	}
 }
 
