@@ -153,6 +153,25 @@ func explainClient(configFile string) (*http.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--exporter.http.config.file: %w", err)
 	}
+	// prometheus/common's round tripper sets the credentials on every
+	// request, a redirect's included (Go's client drops an Authorization
+	// header it copies to another host, not one a round tripper adds): a
+	// proxy redirecting to a login page elsewhere would receive the token
+	// or the password. Redirects are followed on the exporter's scheme and
+	// host only.
+	follow := client.CheckRedirect // follow_redirects: false stops them all
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+			return fmt.Errorf("redirected to another host, %s://%s: not following with the exporter's credentials", req.URL.Scheme, req.URL.Host)
+		}
+		if follow != nil {
+			return follow(req, via)
+		}
+		if len(via) >= 10 { // Go's default policy
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 	return client, nil
 }
 

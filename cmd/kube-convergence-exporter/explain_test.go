@@ -272,6 +272,49 @@ func TestExplainHTTPConfigFileTLSAndBasicAuth(t *testing.T) {
 	}
 }
 
+// The credentials of --exporter.http.config.file go to the exporter only:
+// prometheus/common's round tripper sets them on every request, a redirect
+// to another host included (Go's client drops an Authorization header it
+// copies, not one a round tripper adds), so explain follows redirects on
+// the exporter's host only.
+func TestExplainKeepsCredentialsOnTheExporterHost(t *testing.T) {
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		fmt.Fprint(w, `{"items":[]}`)
+	}))
+	defer other.Close()
+	answer := `{"items":[{"kind":"Deployment","namespace":"shop","name":"web","generation":1,"state":"in_progress","start":"2026-11-10T12:00:00Z","durationSeconds":12.75}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away/api/v1/timelines/deploy/shop/web":
+			http.Redirect(w, r, other.URL+"/login", http.StatusFound)
+		case "/moved/api/v1/timelines/deploy/shop/web":
+			http.Redirect(w, r, "/api/v1/timelines/deploy/shop/web", http.StatusMovedPermanently)
+		default:
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			fmt.Fprint(w, answer)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "http.yml")
+	if err := os.WriteFile(cfg, []byte("authorization:\n  credentials: s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL+"/away", "--exporter.http.config.file", cfg)
+	if len(leaked) > 0 || code != 1 || !strings.Contains(errs, "redirected to another host") {
+		t.Errorf("redirect to %s: it received Authorization %q; exit %d, stderr %q", other.URL, leaked, code, errs)
+	}
+	// A redirect on the exporter's host is followed, with the token.
+	if code, out, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL+"/moved", "--exporter.http.config.file", cfg); code != 0 || !strings.Contains(out, "in_progress for 12.75s") {
+		t.Errorf("redirect on the same host: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
 // Exit codes: 1 when the exporter has no timeline of the object (404, or
 // an empty list), cannot be reached or answers another error; 2 on bad
 // usage and on an unknown kind (the API's 400, whose accepted forms are
