@@ -188,11 +188,13 @@ func landingPage(prefix string, c web.LandingConfig) (http.Handler, []byte, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	// exporter-toolkit's handler answers at its route prefix only.
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, c.RoutePrefix, nil)
+	// exporter-toolkit's handler answers at its route prefix only, which
+	// it compares with the request's decoded path.
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render: %w", err)
 	}
+	req.URL.Path = c.RoutePrefix
 	rec := &recorder{header: http.Header{}}
 	h.ServeHTTP(rec, req)
 	const open, end = "<style>", "</style>"

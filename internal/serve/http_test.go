@@ -292,6 +292,17 @@ func TestLandingPageUnderExternalURL(t *testing.T) {
 	if strings.Contains(body, `href="/metrics"`) || strings.Contains(body, `href="/timelines"`) || strings.Contains(body, "ops.example.com") {
 		t.Errorf("a link outside the external URL's path, or with its host:\n%s", body)
 	}
+	// An escaped path stays escaped (a %3F is no query).
+	o.Timelines.ExternalURL = "https://ops.example.com/k%3Fce/"
+	if h, err = Handler(o); err != nil {
+		t.Fatalf("external URL with an escaped path: %v", err)
+	}
+	srv1 := httptest.NewServer(h)
+	defer srv1.Close()
+	if _, body := get(t, srv1.URL+"/"); !strings.Contains(body, `<a href="/k%3Fce/metrics">`) {
+		t.Errorf("the landing page does not link /k%%3Fce/metrics:\n%s", body)
+	}
+	o.Timelines.ExternalURL = "https://ops.example.com/kce/"
 	// Without a timeline store the prefix is still read.
 	o.Timelines.Source = nil
 	if h, err = Handler(o); err != nil {
