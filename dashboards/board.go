@@ -176,14 +176,20 @@ func clusterVariable() cog.Builder[dashboard.VariableModel] {
 }
 
 // exporterURLVariable reads the exporter's --web.external-url for the
-// dashboard link "Exporter". Hidden: it is not a filter.
+// dashboard link "Exporter" and the stalled tables' timeline links. Hidden:
+// it is not a filter. Its regex drops the URL's trailing slashes (the flag
+// is often written http://host/kce/): the links append /timelines/..., and
+// a proxy that strips /kce would pass //timelines/..., which Go's ServeMux
+// redirects to /timelines/..., outside the prefix. Grafana takes a regex's
+// first capture group as the value.
 func exporterURLVariable() cog.Builder[dashboard.VariableModel] {
 	q := `label_values(kube_convergence_web_info{cluster=~"$cluster"}, external_url)`
 	return dashboard.NewQueryVariableBuilder(exporterURLVar).
 		Label("Exporter URL").
-		Description("kube_convergence_web_info{external_url}: the exporter's --web.external-url, for the Exporter link.").
+		Description("kube_convergence_web_info{external_url}: the exporter's --web.external-url without its trailing slashes, for the Exporter link and the timeline links.").
 		Query(dashboard.StringOrMap{String: ptr(q)}).
 		Definition(q).
+		Regex(`/^(.*?)\/*$/`).
 		Datasource(datasource).
 		Refresh(dashboard.VariableRefreshOnDashboardLoad).
 		Hide(dashboard.VariableHideHideVariable)

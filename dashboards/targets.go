@@ -33,7 +33,44 @@ type Variable struct {
 	Name      string
 	Type      string // query, datasource, ...
 	Query     string // for query variables, e.g. label_values(metric{...}, label)
+	Regex     string // Grafana's /regex/ on the query's values, "" for none
 	Hidden    bool
+}
+
+// jsRegex is a Grafana variable regex, /pattern/flags.
+var jsRegex = regexp.MustCompile(`^/(.*)/([gimsy]*)$`)
+
+// Value is what the variable holds for one value of its query, as Grafana
+// computes it (metricNamesToVariableValues in
+// public/app/features/variables/query/operations.ts): without a regex the
+// value itself; with one, a value it does not match is dropped (ok false)
+// and one it matches becomes its first capture group, when it has one.
+// Only the flags i, m and s are translated (the patterns the dashboards
+// use are RE2 and JavaScript alike).
+func (v Variable) Value(s string) (value string, ok bool, err error) {
+	if v.Regex == "" {
+		return s, true, nil
+	}
+	m := jsRegex.FindStringSubmatch(v.Regex)
+	if m == nil {
+		return "", false, fmt.Errorf("variable %s: regex %q is not /pattern/flags", v.Name, v.Regex)
+	}
+	pattern := m[1]
+	if f := strings.Trim(m[2], "gy"); f != "" {
+		pattern = "(?" + f + ")" + pattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return "", false, fmt.Errorf("variable %s: regex %q: %w", v.Name, v.Regex, err)
+	}
+	match := re.FindStringSubmatch(s)
+	switch {
+	case match == nil:
+		return "", false, nil
+	case len(match) > 1:
+		return match[1], true, nil
+	}
+	return s, true, nil
 }
 
 // Link is a data link of a panel's column (a field override's links).
@@ -89,6 +126,7 @@ func Parse(dashboardJSON []byte) (*Parsed, error) {
 				Name  string `json:"name"`
 				Type  string `json:"type"`
 				Query any    `json:"query"`
+				Regex string `json:"regex"`
 				Hide  int    `json:"hide"`
 			} `json:"list"`
 		} `json:"templating"`
@@ -124,7 +162,7 @@ func Parse(dashboardJSON []byte) (*Parsed, error) {
 	}
 	for _, v := range d.Templating.List {
 		q, _ := v.Query.(string) // a datasource variable's query is its plugin type
-		p.Variables = append(p.Variables, Variable{Dashboard: d.UID, Name: v.Name, Type: v.Type, Query: q, Hidden: v.Hide == 2})
+		p.Variables = append(p.Variables, Variable{Dashboard: d.UID, Name: v.Name, Type: v.Type, Query: q, Regex: v.Regex, Hidden: v.Hide == 2})
 	}
 	return p, nil
 }

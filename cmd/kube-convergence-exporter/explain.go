@@ -70,6 +70,15 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
 			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", visible(*object))
 		}
+		// The path's segments: . and .. are no Kubernetes name
+		// (apimachinery's path.IsValidPathSegmentName), and the
+		// exporter's router would clean them away, answering for
+		// another path.
+		for _, seg := range [...]struct{ what, v string }{{"kind", kind}, {"name", name}, {"namespace", *namespace}} {
+			if seg.v == "." || seg.v == ".." {
+				return fail(explainUsage, "%s %q: no Kubernetes object is named . or ..", seg.what, seg.v)
+			}
+		}
 		u, err := url.Parse(*exporterURL)
 		if err != nil {
 			// url.Parse's error quotes the URL, password and all.
@@ -143,6 +152,25 @@ func explainClient(configFile string) (*http.Client, error) {
 	client, err := config.NewClientFromConfig(cfg, "kube-convergence-exporter-explain")
 	if err != nil {
 		return nil, fmt.Errorf("--exporter.http.config.file: %w", err)
+	}
+	// prometheus/common's round tripper sets the credentials on every
+	// request, a redirect's included (Go's client drops an Authorization
+	// header it copies to another host, not one a round tripper adds): a
+	// proxy redirecting to a login page elsewhere would receive the token
+	// or the password. Redirects are followed on the exporter's scheme and
+	// host only.
+	follow := client.CheckRedirect // follow_redirects: false stops them all
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+			return fmt.Errorf("redirected to another host, %s://%s: not following with the exporter's credentials", req.URL.Scheme, req.URL.Host)
+		}
+		if follow != nil {
+			return follow(req, via)
+		}
+		if len(via) >= 10 { // Go's default policy
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
 	}
 	return client, nil
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -224,6 +227,94 @@ func TestExplainHTTPConfigFile(t *testing.T) {
 	}
 }
 
+// The other halves of promtool's format that an exporter's
+// --web.config.file asks for: a TLS listener whose CA is given by
+// tls_config.ca_file, and basic auth with a password file.
+func TestExplainHTTPConfigFileTLSAndBasicAuth(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "ops" || p != "pa55" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, "Unauthorized")
+			return
+		}
+		fmt.Fprint(w, `{"items":[{"kind":"Deployment","namespace":"shop","name":"web","generation":1,"state":"in_progress","start":"2026-11-10T12:00:00Z","durationSeconds":12.75}]}`)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake refused without the CA
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	for name, content := range map[string][]byte{
+		"ca.pem":     ca,
+		"password":   []byte("pa55\n"),
+		"tls.yml":    []byte("tls_config:\n  ca_file: ca.pem\n"),
+		"tls+ba.yml": []byte("tls_config:\n  ca_file: ca.pem\nbasic_auth:\n  username: ops\n  password_file: password\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(cfg string) (int, string, string) {
+		args := []string{"deploy/web", "-n", "shop", "--exporter.url", srv.URL}
+		if cfg != "" {
+			args = append(args, "--exporter.http.config.file", filepath.Join(dir, cfg))
+		}
+		return runExplain(t, args...)
+	}
+	if code, out, errs := run("tls+ba.yml"); code != 0 || !strings.Contains(out, "in_progress for 12.75s") {
+		t.Errorf("with the CA and the password: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := run("tls.yml"); code != 1 || !strings.Contains(errs, "Unauthorized") {
+		t.Errorf("with the CA only: exit %d, stderr %q; want 1 and Unauthorized", code, errs)
+	}
+	if code, _, errs := run(""); code != 1 || !strings.Contains(errs, "exporter unreachable") || !strings.Contains(errs, "certificate") {
+		t.Errorf("without the CA: exit %d, stderr %q; want 1 and a certificate error", code, errs)
+	}
+}
+
+// The credentials of --exporter.http.config.file go to the exporter only:
+// prometheus/common's round tripper sets them on every request, a redirect
+// to another host included (Go's client drops an Authorization header it
+// copies, not one a round tripper adds), so explain follows redirects on
+// the exporter's host only.
+func TestExplainKeepsCredentialsOnTheExporterHost(t *testing.T) {
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		fmt.Fprint(w, `{"items":[]}`)
+	}))
+	defer other.Close()
+	answer := `{"items":[{"kind":"Deployment","namespace":"shop","name":"web","generation":1,"state":"in_progress","start":"2026-11-10T12:00:00Z","durationSeconds":12.75}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away/api/v1/timelines/deploy/shop/web":
+			http.Redirect(w, r, other.URL+"/login", http.StatusFound)
+		case "/moved/api/v1/timelines/deploy/shop/web":
+			http.Redirect(w, r, "/api/v1/timelines/deploy/shop/web", http.StatusMovedPermanently)
+		default:
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			fmt.Fprint(w, answer)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "http.yml")
+	if err := os.WriteFile(cfg, []byte("authorization:\n  credentials: s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL+"/away", "--exporter.http.config.file", cfg)
+	if len(leaked) > 0 || code != 1 || !strings.Contains(errs, "redirected to another host") {
+		t.Errorf("redirect to %s: it received Authorization %q; exit %d, stderr %q", other.URL, leaked, code, errs)
+	}
+	// A redirect on the exporter's host is followed, with the token.
+	if code, out, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL+"/moved", "--exporter.http.config.file", cfg); code != 0 || !strings.Contains(out, "in_progress for 12.75s") {
+		t.Errorf("redirect on the same host: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
 // Exit codes: 1 when the exporter has no timeline of the object (404, or
 // an empty list), cannot be reached or answers another error; 2 on bad
 // usage and on an unknown kind (the API's 400, whose accepted forms are
@@ -262,6 +353,11 @@ func TestExplainExitCodes(t *testing.T) {
 		{[]string{"web", "--exporter.url", notFound}, 2, []string{"web: want KIND/NAME"}},
 		{[]string{"deploy/", "--exporter.url", notFound}, 2, []string{"want KIND/NAME"}},
 		{[]string{"deploy/a/b", "--exporter.url", notFound}, 2, []string{"want KIND/NAME"}},
+		// A path segment . or .. is no Kubernetes name; the exporter's
+		// router would clean it away and answer for another path.
+		{[]string{"deploy/..", "-n", "shop", "--exporter.url", notFound}, 2, []string{`name "..": no Kubernetes object is named . or ..`}},
+		{[]string{"../web", "-n", "shop", "--exporter.url", notFound}, 2, []string{`kind ".."`}},
+		{[]string{"deploy/web", "-n", ".", "--exporter.url", notFound}, 2, []string{`namespace "."`}},
 		{[]string{"deploy/web", "--exporter.url", "exporter:10329"}, 2, []string{`--exporter.url "exporter:10329": want an http or https URL`}},
 		{[]string{"deploy/web", "--exporter.url", "http://user:pw@[::1"}, 2, []string{"--exporter.url: not a URL"}},
 		{[]string{"deploy/web", "--exporter.url", notFound, "-o", "yaml"}, 2, []string{"enum value must be one of text,json"}},

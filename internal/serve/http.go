@@ -147,7 +147,13 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 		web.LandingLinks{Address: HealthzPath, Text: "Liveness (fails only when informer events stay unhandled)"},
 		web.LandingLinks{Address: ReadyzPath, Text: "Readiness (informers synced, collectors disabled by RBAC)"},
 	)
-	page, css, err := landingPage(web.LandingConfig{
+	// The links carry the path of the external URL, as the timelines
+	// page's do: a reverse proxy that strips it serves the exporter.
+	prefix := timelineweb.PathPrefix(o.Timelines.ExternalURL)
+	page, css, err := landingPage(prefix, web.LandingConfig{
+		RoutePrefix: prefix + "/",
+		// The exporter serves no /debug/pprof: no links to it.
+		Profiling:   "false",
 		Name:        "kube-convergence-exporter",
 		Description: "Convergence and health SLOs of Kubernetes controllers: how long a spec write takes to become a converged workload serving traffic, stage by stage, and the health of the watch machinery under it.",
 		Version:     version.Info(),
@@ -173,18 +179,22 @@ func withCSP(h http.Handler) http.Handler {
 }
 
 // landingPage is exporter-toolkit's landing page with its inline <style>
-// moved to a stylesheet of its own at LandingStylePath: the
+// moved to a stylesheet of its own at prefix+LandingStylePath: the
 // Content-Security-Policy blocks inline styles (the page would render
-// unstyled, and browsers log a violation).
-func landingPage(c web.LandingConfig) (http.Handler, []byte, error) {
+// unstyled, and browsers log a violation). The page is served at "/";
+// prefix is the path its links carry (c.RoutePrefix).
+func landingPage(prefix string, c web.LandingConfig) (http.Handler, []byte, error) {
 	h, err := web.NewLandingPage(c)
 	if err != nil {
 		return nil, nil, err
 	}
+	// exporter-toolkit's handler answers at its route prefix only, which
+	// it compares with the request's decoded path.
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render: %w", err)
 	}
+	req.URL.Path = c.RoutePrefix
 	rec := &recorder{header: http.Header{}}
 	h.ServeHTTP(rec, req)
 	const open, end = "<style>", "</style>"
@@ -195,7 +205,7 @@ func landingPage(c web.LandingConfig) (http.Handler, []byte, error) {
 	}
 	body := rec.body.Bytes()
 	css := bytes.Clone(body[i+len(open) : j])
-	page := slices.Concat(body[:i], []byte(`<link rel="stylesheet" href="`+strings.TrimPrefix(LandingStylePath, "/")+`">`), body[j+len(end):])
+	page := slices.Concat(body[:i], []byte(`<link rel="stylesheet" href="`+prefix+LandingStylePath+`">`), body[j+len(end):])
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

@@ -260,11 +260,58 @@ func TestLandingPage(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `<a href="/timelines">Timelines`) || !strings.Contains(body, `<a href="/metrics">Metrics</a>`) {
 		t.Errorf("landing page %d does not link /timelines:\n%s", code, body)
 	}
-	if strings.Contains(body, "<style") || !strings.Contains(body, `<link rel="stylesheet" href="landing.css">`) {
+	if strings.Contains(body, "<style") || !strings.Contains(body, `<link rel="stylesheet" href="/landing.css">`) {
 		t.Errorf("landing page keeps an inline style or lacks its stylesheet:\n%s", body)
+	}
+	if strings.Contains(body, "pprof") {
+		t.Errorf("landing page links /debug/pprof, which the exporter does not serve:\n%s", body)
 	}
 	if code, css := get(t, srv.URL+"/landing.css"); code != 200 || !strings.Contains(css, "header") {
 		t.Errorf("/landing.css = %d %q", code, css)
+	}
+}
+
+// Behind a reverse proxy that strips the path of --web.external-url, the
+// landing page's links carry it, as the timelines page's do: /timelines
+// would leave the proxy's prefix.
+func TestLandingPageUnderExternalURL(t *testing.T) {
+	o := handlerOptions("/metrics", true, true)
+	o.Timelines = timelineweb.Options{Source: stubSource{}, ExternalURL: "https://ops.example.com/kce/"}
+	h, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	code, body := get(t, srv.URL+"/")
+	for _, want := range []string{`<a href="/kce/metrics">`, `<a href="/kce/timelines">`, `<a href="/kce/healthz">`, `<link rel="stylesheet" href="/kce/landing.css">`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("landing page %d lacks %s:\n%s", code, want, body)
+		}
+	}
+	if strings.Contains(body, `href="/metrics"`) || strings.Contains(body, `href="/timelines"`) || strings.Contains(body, "ops.example.com") {
+		t.Errorf("a link outside the external URL's path, or with its host:\n%s", body)
+	}
+	// An escaped path stays escaped (a %3F is no query).
+	o.Timelines.ExternalURL = "https://ops.example.com/k%3Fce/"
+	if h, err = Handler(o); err != nil {
+		t.Fatalf("external URL with an escaped path: %v", err)
+	}
+	srv1 := httptest.NewServer(h)
+	defer srv1.Close()
+	if _, body := get(t, srv1.URL+"/"); !strings.Contains(body, `<a href="/k%3Fce/metrics">`) {
+		t.Errorf("the landing page does not link /k%%3Fce/metrics:\n%s", body)
+	}
+	o.Timelines.ExternalURL = "https://ops.example.com/kce/"
+	// Without a timeline store the prefix is still read.
+	o.Timelines.Source = nil
+	if h, err = Handler(o); err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(h)
+	defer srv2.Close()
+	if _, body := get(t, srv2.URL+"/"); !strings.Contains(body, `<a href="/kce/metrics">`) {
+		t.Errorf("without timelines, the landing page does not link /kce/metrics:\n%s", body)
 	}
 }
 

@@ -262,3 +262,16 @@ func TestListPageByUIDAndTrace(t *testing.T) {
 		t.Errorf("?uid= of nothing:\n%s", body)
 	}
 }
+
+// The external URL's path, as links carry it: escaped (a %3F stays one,
+// not a query), without trailing slashes.
+func TestPathPrefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "http://host": "", "http://host/": "", "https://ops.example.com/kce/": "/kce",
+		"http://host/a/b//": "/a/b", "http://host/k%3Fce/": "/k%3Fce", "http://host/k%20ce": "/k%20ce", "http://[::1": "",
+	} {
+		if got := PathPrefix(in); got != want {
+			t.Errorf("PathPrefix(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

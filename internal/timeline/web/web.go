@@ -95,10 +95,21 @@ func newHandler(o Options) *handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if u, err := url.Parse(o.ExternalURL); err == nil {
-		h.prefix = strings.TrimRight(u.Path, "/")
-	}
+	h.prefix = PathPrefix(o.ExternalURL)
 	return h
+}
+
+// PathPrefix is the path of an external URL (--web.external-url), escaped
+// and without its trailing slashes: "/kce" for http://host/kce/, "" for
+// http://host/ or an unparsable URL. The exporter is served at the root
+// by a reverse proxy that strips that path, so its pages prefix their
+// links with it.
+func PathPrefix(externalURL string) string {
+	u, err := url.Parse(externalURL)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimRight(u.EscapedPath(), "/")
 }
 
 // resolveKind resolves a kind as written. The Kind of a configured
