@@ -80,11 +80,13 @@ func TestExplainQuotaBlockedRollout(t *testing.T) {
 		return list.Items[0], true, out
 	}
 	var ep timeline.Episode
-	eventually(t, 60*time.Second, "explain -o json: reason replica_failure", func() (bool, string) {
+	// One pod of three fits the quota: the new ReplicaSet never has every
+	// replica, so the rollout is held at updated.
+	eventually(t, 60*time.Second, "explain -o json: stage updated, reason replica_failure", func() (bool, string) {
 		var ok bool
 		var out string
 		ep, ok, out = episode()
-		return ok && ep.Reason == "replica_failure" && ep.Stage != "", out
+		return ok && ep.Reason == "replica_failure" && ep.Stage == "updated", out
 	})
 	if ep.Kind != "Deployment" || ep.Namespace != ns || ep.Name != "x" || ep.Generation != 1 || ep.State == timeline.StateClosed {
 		t.Errorf("episode %s %s/%s generation %d state %s, want an open Deployment %s/x generation 1", ep.Kind, ep.Namespace, ep.Name, ep.Generation, ep.State, ns)
@@ -104,7 +106,7 @@ func TestExplainQuotaBlockedRollout(t *testing.T) {
 			}
 		}
 	}
-	text("Deployment "+ns+"/x", "generation 1, create change", "held by:  stage "+ep.Stage+", reason replica_failure")
+	text("Deployment "+ns+"/x", "generation 1, create change", "held by:  stage updated, reason replica_failure")
 
 	// The exemplar link of deploy/grafana/datasource.yaml,
 	// <external-url>/timelines?uid=<the exemplar's uid>, opens the

@@ -163,8 +163,9 @@ type Episode struct {
 	Target     int64  `json:"target"`
 	Change     string `json:"change"`
 	State      string `json:"state"`
-	// Outcome is empty while the episode is open.
-	Outcome string `json:"outcome,omitempty"`
+	// Outcome is empty while the episode is open (the field is always
+	// present, as Stage and Reason: scripts read them without a check).
+	Outcome string `json:"outcome"`
 	// Start is the exporter's receive time of the write (the API-side time
 	// for a recovered episode); APIStart the API-side time.
 	Start    time.Time  `json:"start"`
@@ -174,8 +175,8 @@ type Episode struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Stage and Reason say what holds an open episode: the next stage not
 	// reached and the most specific reason; empty once closed.
-	Stage     string `json:"stage,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	Stage     string `json:"stage"`
+	Reason    string `json:"reason"`
 	Recovered bool   `json:"recovered"`
 	// TraceID is the episode's trace id (TraceID), set whatever the
 	// tracing configuration, so that ?trace_id= always resolves.

@@ -35,10 +35,8 @@ func appendEpisode(b []byte, e *timeline.Episode) []byte {
 	b = appendString(b, e.Change)
 	b = append(b, `,"state":`...)
 	b = appendString(b, e.State)
-	if e.Outcome != "" {
-		b = append(b, `,"outcome":`...)
-		b = appendString(b, e.Outcome)
-	}
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, e.Outcome)
 	b = append(b, `,"start":`...)
 	b = appendTime(b, e.Start)
 	b = append(b, `,"apiStart":`...)
@@ -49,14 +47,10 @@ func appendEpisode(b []byte, e *timeline.Episode) []byte {
 	}
 	b = append(b, `,"durationSeconds":`...)
 	b = appendFloat(b, e.DurationSeconds)
-	if e.Stage != "" {
-		b = append(b, `,"stage":`...)
-		b = appendString(b, e.Stage)
-	}
-	if e.Reason != "" {
-		b = append(b, `,"reason":`...)
-		b = appendString(b, e.Reason)
-	}
+	b = append(b, `,"stage":`...)
+	b = appendString(b, e.Stage)
+	b = append(b, `,"reason":`...)
+	b = appendString(b, e.Reason)
 	b = append(b, `,"recovered":`...)
 	b = strconv.AppendBool(b, e.Recovered)
 	b = append(b, `,"traceId":`...)
