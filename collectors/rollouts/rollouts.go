@@ -120,13 +120,17 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		}
 	}
 	// Node heartbeats (every 10 s per node from a kubelet) change nothing a
-	// rollout reads; only a readiness transition (node_not_ready) does.
+	// rollout reads; only a readiness transition (node_not_ready) does, and
+	// the timelines record condition changes.
 	if _, err := c.view.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, obj any) {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := obj.(*corev1.Node)
-			if ok1 && ok2 && records.NodeReady(o) != records.NodeReady(n) {
-				c.onNodeTimeline(n)
+			if !ok1 || !ok2 {
+				return
+			}
+			c.onNodeTimeline(o, n)
+			if records.NodeReady(o) != records.NodeReady(n) {
 				c.onFact(obj)
 			}
 		},

@@ -357,38 +357,68 @@ func endpointChanges(old, cur *discoveryv1.EndpointSlice) []endpointChange {
 	return out
 }
 
-// onNodeTimeline records a node's readiness change in the episodes with a
+// onNodeTimeline records a node's condition changes in the episodes with a
 // pod on it. c.mu is not held.
-func (c *Collector) onNodeTimeline(n *corev1.Node) {
+func (c *Collector) onNodeTimeline(old, n *corev1.Node) {
 	if c.tl == nil {
 		return
+	}
+	at, _ := informers.ReceivedOr(n, c.now)
+	entries := nodeEntries(old, n, at)
+	if len(entries) == 0 {
+		return // a heartbeat
 	}
 	c.mu.Lock()
 	open := c.tr.Open()
 	c.mu.Unlock()
-	at, _ := informers.ReceivedOr(n, c.now)
-	e := timeline.Entry{Time: at, Type: timeline.EntryNode, Node: n.Name, Reason: "not_ready"}
-	if records.NodeReady(n) {
-		e.Reason = "ready"
-	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			if cond.Reason != "" {
-				e.Reason = cond.Reason
-			}
-			e.Message = cond.Message
-			if !cond.LastTransitionTime.IsZero() {
-				t := cond.LastTransitionTime.Time
-				e.APITime = &t
-			}
-		}
-	}
 	for _, ep := range open {
 		for _, p := range c.view.podsOf(ep.Kind, ep.UID) {
 			if p.Spec.NodeName == n.Name {
-				c.tl.Add(ep.UID, e)
+				for _, e := range entries {
+					c.tl.Add(ep.UID, e)
+				}
 				break
 			}
 		}
 	}
+}
+
+// nodeEntries are the changes of a node's kept conditions (Ready and the
+// pressure conditions, informers.NodeConditionKept) from old to n: a
+// condition that appeared or changed status or reason, as "Type=Status"
+// with its reason and message, dated by its lastTransitionTime.
+func nodeEntries(old, n *corev1.Node, at time.Time) []timeline.Entry {
+	before := map[corev1.NodeConditionType]corev1.NodeCondition{}
+	for _, c := range old.Status.Conditions {
+		before[c.Type] = c
+	}
+	var out []timeline.Entry
+	for _, c := range n.Status.Conditions {
+		if !informers.NodeConditionKept(c.Type) {
+			continue
+		}
+		if b, ok := before[c.Type]; ok && b.Status == c.Status && b.Reason == c.Reason {
+			continue
+		}
+		e := timeline.Entry{Time: at, Type: timeline.EntryNode, Node: n.Name,
+			Reason: string(c.Type) + "=" + string(c.Status), Message: reasonAndMessage(c.Reason, c.Message)}
+		if !c.LastTransitionTime.IsZero() {
+			t := c.LastTransitionTime.Time
+			e.APITime = &t
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// reasonAndMessage joins a condition's reason and message as "reason:
+// message", either alone when the other is empty.
+func reasonAndMessage(reason, message string) string {
+	switch {
+	case reason == "":
+		return message
+	case message == "":
+		return reason
+	}
+	return reason + ": " + message
 }

@@ -223,3 +223,32 @@ func TestPodRecreatedDuringAWatchGap(t *testing.T) {
 		t.Errorf("entries:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// A node's condition changes, not its heartbeats, are entries: Ready and
+// the pressure conditions, dated by their transitions.
+func TestNodeEntries(t *testing.T) {
+	node := func(conds ...corev1.NodeCondition) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: conds}}
+	}
+	nc := func(typ corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string, at, beat time.Duration) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: typ, Status: s, Reason: reason, Message: msg,
+			LastTransitionTime: metav1.NewTime(t0.Add(at)), LastHeartbeatTime: metav1.NewTime(t0.Add(beat))}
+	}
+	ready := nc(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", 0, 10*time.Second)
+	noPressure := nc(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "", 0, 10*time.Second)
+	beat := node(nc(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", 0, 20*time.Second), noPressure)
+	if got := nodeEntries(node(ready, noPressure), beat, t0); len(got) != 0 {
+		t.Errorf("a heartbeat made entries %q", entryStrings(got))
+	}
+	pressure := nc(corev1.NodeMemoryPressure, corev1.ConditionTrue, "KubeletHasInsufficientMemory", "", 30*time.Second, 30*time.Second)
+	lost := nc(corev1.NodeReady, corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", 40*time.Second, 20*time.Second)
+	other := nc("KernelDeadlock", corev1.ConditionTrue, "Deadlock", "", 40*time.Second, 40*time.Second)
+	got := entryStrings(nodeEntries(node(ready, noPressure), node(lost, pressure, other), t0.Add(41*time.Second)))
+	want := []string{
+		`node Ready=Unknown node=n1 msg="NodeStatusUnknown: Kubelet stopped posting node status." api=40s`,
+		`node MemoryPressure=True node=n1 msg="KubeletHasInsufficientMemory" api=30s`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("entries:\n%q\nwant\n%q", got, want)
+	}
+}

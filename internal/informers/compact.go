@@ -118,16 +118,19 @@ func Compact(obj any) (any, error) {
 		compactMeta(&o.ObjectMeta)
 		o.Spec.Template = corev1.PodTemplateSpec{}
 	case *corev1.Node:
-		// Only readiness matters (node_not_ready); node status is large.
+		// Only conditions matter: readiness (node_not_ready), and the
+		// pressure conditions the timelines show; node status is large.
+		// Heartbeat times change every 10 s and are read by nothing.
 		compactMeta(&o.ObjectMeta)
-		var ready []corev1.NodeCondition
+		var kept []corev1.NodeCondition
 		for _, c := range o.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				ready = append(ready, c)
+			if NodeConditionKept(c.Type) {
+				c.LastHeartbeatTime = metav1.Time{}
+				kept = append(kept, c)
 			}
 		}
 		o.Spec = corev1.NodeSpec{Unschedulable: o.Spec.Unschedulable}
-		o.Status = corev1.NodeStatus{Conditions: ready}
+		o.Status = corev1.NodeStatus{Conditions: kept}
 	case *corev1.Service:
 		compactMeta(&o.ObjectMeta)
 		o.Spec = corev1.ServiceSpec{Selector: o.Spec.Selector, PublishNotReadyAddresses: o.Spec.PublishNotReadyAddresses, Type: o.Spec.Type}
@@ -328,3 +331,15 @@ func compactPod(p *corev1.Pod) {
 // the spec write time, the receive stamps and nothing else of the
 // annotations, and drops managedFields.
 func CompactMeta(m *metav1.ObjectMeta) { compactMeta(m) }
+
+// NodeConditionKept reports whether Compact keeps a node condition: Ready,
+// and the conditions under which the kubelet evicts or the scheduler
+// avoids the node (MemoryPressure, DiskPressure, PIDPressure,
+// NetworkUnavailable).
+func NodeConditionKept(t corev1.NodeConditionType) bool {
+	switch t {
+	case corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable:
+		return true
+	}
+	return false
+}

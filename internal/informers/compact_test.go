@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -222,5 +223,31 @@ func TestCompactSurvivesWatchListStream(t *testing.T) {
 	// this test no longer exercises it and says so.
 	if n := passes.Load(); n < 2 {
 		t.Errorf("the transform ran %d time(s) on the streamed object, want 2 (client-go v0.37.2 behaviour this test exists for)", n)
+	}
+}
+
+// A node keeps its Ready and pressure conditions without heartbeat times
+// (a heartbeat then changes nothing kept); other conditions go.
+func TestCompactNodeConditions(t *testing.T) {
+	beat := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 10, 0, time.UTC))
+	n := &corev1.Node{ObjectMeta: apiMeta("node"), Status: corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: beat},
+			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure", LastHeartbeatTime: beat},
+			{Type: "KernelDeadlock", Status: corev1.ConditionFalse, LastHeartbeatTime: beat},
+		},
+		Images: []corev1.ContainerImage{{Names: []string{"registry.k8s.io/pause:3.10"}}},
+	}}
+	out, err := Compact(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range out.(*corev1.Node).Status.Conditions {
+		got = append(got, fmt.Sprintf("%s=%s %s heartbeat=%v", c.Type, c.Status, c.Reason, !c.LastHeartbeatTime.IsZero()))
+	}
+	want := []string{"Ready=True KubeletReady heartbeat=false", "DiskPressure=True KubeletHasDiskPressure heartbeat=false"}
+	if !reflect.DeepEqual(got, want) || len(out.(*corev1.Node).Status.Images) != 0 {
+		t.Errorf("conditions %q, want %q (and no images)", got, want)
 	}
 }
