@@ -263,7 +263,7 @@ func TestHelmProbeRoles(t *testing.T) {
 		out, err := command(t.Context(), "", kubectl, admin, "auth", "can-i", c.verb, c.resource, "-n", c.ns, "--as", user)
 		answer := strings.TrimSpace(string(out))
 		var exit *exec.ExitError
-		if err != nil && !(errors.As(err, &exit) && answer == "no") {
+		if err != nil && (!errors.As(err, &exit) || answer != "no") {
 			t.Fatalf("kubectl auth can-i %s %s -n %s: %v", c.verb, c.resource, c.ns, err)
 		}
 		if (answer == "yes") != c.want {

@@ -127,7 +127,8 @@ func checkReportHTML(ctx context.Context, t *testing.T, path string, r *report.R
 	if len(charts) != 2*len(r.SLOs) {
 		t.Fatalf("%d charts, want 2 per SLO (%d SLOs)", len(charts), len(r.SLOs))
 	}
-	for i, s := range r.SLOs {
+	for i := range r.SLOs {
+		s := &r.SLOs[i]
 		var sli, budget int
 		for _, p := range s.Chart.Points {
 			if p.SLI != nil {

@@ -122,8 +122,8 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 			return true, reportError
 		}
 		if *failOnBreach && r.Breached() {
-			for _, s := range r.SLOs {
-				if s.Status == report.StatusBreached {
+			for i := range r.SLOs {
+				if s := &r.SLOs[i]; s.Status == report.StatusBreached {
 					fmt.Fprintf(stderr, "kube-convergence-exporter: report: %s: attainment %.4f%% below the objective %g%%\n", s.ID, 100**s.Attainment, 100*s.Objective)
 				}
 			}

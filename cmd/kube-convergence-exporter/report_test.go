@@ -193,7 +193,7 @@ func TestReportTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	hang := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-hang:
 		case <-r.Context().Done():

@@ -61,7 +61,7 @@ func Classify(err error) string {
 	case s.Code == http.StatusInternalServerError && strings.Contains(msg, "failed calling webhook") &&
 		(strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "Timeout exceeded")):
 		return Timeout
-	case s.Code == http.StatusForbidden && !(strings.Contains(msg, " cannot ") && strings.Contains(msg, "resource \"")):
+	case s.Code == http.StatusForbidden && (!strings.Contains(msg, " cannot ") || !strings.Contains(msg, "resource \"")):
 		return Denied
 	}
 	return Error

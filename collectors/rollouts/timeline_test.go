@@ -131,9 +131,9 @@ func deployment(t *testing.T, gen int64, replicas int32, image string, fields ..
 func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
 	helmAt := metav1.NewTime(t0.Add(-time.Hour))
 	helm := metav1.ManagedFieldsEntry{Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, Time: &helmAt,
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{},"f:template":{}}}`)}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{},"f:template":{}}}`)}
 	hpa := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)}
 	for _, tc := range []struct {
 		name          string
 		before, after *appsv1.Deployment

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -26,7 +27,7 @@ func warning(uid string, count int32, note string) *eventsv1.Event {
 		Reason:                  "FailedCreate",
 		Note:                    note,
 		ReportingController:     "replicaset-controller",
-		Regarding:               corev1.ObjectReference{Kind: "ReplicaSet", Namespace: "shop", Name: "web-7d9", UID: "rs1"},
+		Regarding:               corev1.ObjectReference{Kind: "ReplicaSet", Namespace: "shop", Name: "web-7d9", UID: types.UID(uid)},
 		DeprecatedCount:         count,
 		DeprecatedLastTimestamp: metav1.NewTime(t0.Add(time.Duration(count) * time.Second)),
 	}

@@ -31,12 +31,12 @@ type histogram struct {
 	Count   float64
 }
 
-// ParseWebhookHistograms reads the API server's text exposition and
+// parseWebhookHistograms reads the API server's text exposition and
 // returns the webhook latency histogram per webhook and type. It streams:
 // only the lines of the webhook histogram are kept and parsed, not the API
 // server's whole /metrics (tens of thousands of series, several MB on a
 // large cluster), and a malformed line of another family does not matter.
-func ParseWebhookHistograms(r io.Reader) (map[hookKey]histogram, error) {
+func parseWebhookHistograms(r io.Reader) (map[hookKey]histogram, error) {
 	var kept bytes.Buffer
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024) // a line of 1 MB at most
@@ -109,12 +109,12 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// SlowRatios returns, per webhook, the share of its calls between two
+// slowRatios returns, per webhook, the share of its calls between two
 // reads of the API server's histogram that took longer than the largest
 // bucket at or below half the webhook's timeout. A webhook without calls in
 // between, without a timeout or without such a bucket has no ratio. A count
 // that went down (the API server restarted) is read from zero.
-func SlowRatios(prev, cur map[hookKey]histogram, timeouts map[hookKey]time.Duration) map[hookKey]float64 {
+func slowRatios(prev, cur map[hookKey]histogram, timeouts map[hookKey]time.Duration) map[hookKey]float64 {
 	out := map[hookKey]float64{}
 	for k, c := range cur {
 		timeout, ok := timeouts[k]
@@ -152,5 +152,5 @@ func readAPIServerMetrics(ctx context.Context, rc rest.Interface) (map[hookKey]h
 		return nil, fmt.Errorf("get /metrics: %w", err)
 	}
 	defer body.Close()
-	return ParseWebhookHistograms(body)
+	return parseWebhookHistograms(body)
 }

@@ -47,7 +47,7 @@ func exposition(name, typ string, calls []float64) string {
 
 func parse(t *testing.T, s string) map[hookKey]histogram {
 	t.Helper()
-	h, err := ParseWebhookHistograms(strings.NewReader(s))
+	h, err := parseWebhookHistograms(strings.NewReader(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestSlowRatios(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			after := parse(t, exposition("w.example.com", "admit", tc.calls))
-			got, ok := SlowRatios(before, after, map[hookKey]time.Duration{k: tc.timeout})[k]
+			got, ok := slowRatios(before, after, map[hookKey]time.Duration{k: tc.timeout})[k]
 			if math.IsNaN(tc.want) {
 				if ok {
 					t.Errorf("ratio %v, want none", got)
@@ -102,7 +102,7 @@ func TestSlowRatios(t *testing.T) {
 		})
 	}
 	// A webhook the exporter has no timeout for is not judged.
-	if r := SlowRatios(before, parse(t, exposition("w.example.com", "admit", repeat(3, 20))), nil); len(r) != 0 {
+	if r := slowRatios(before, parse(t, exposition("w.example.com", "admit", repeat(3, 20))), nil); len(r) != 0 {
 		t.Errorf("ratios without timeouts: %v", r)
 	}
 }

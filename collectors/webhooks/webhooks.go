@@ -148,7 +148,7 @@ func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, inter
 			failing = false
 			c.mu.Lock()
 			if prev != nil { // Start set the informers before starting this loop
-				c.slow = SlowRatios(prev, cur, c.timeouts())
+				c.slow = slowRatios(prev, cur, c.timeouts())
 			}
 			c.mu.Unlock()
 			prev = cur

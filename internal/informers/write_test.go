@@ -39,7 +39,7 @@ func TestWriteOf(t *testing.T) {
 
 func TestStatusWriteOf(t *testing.T) {
 	at := func(s int) *metav1.Time { return &metav1.Time{Time: created.Add(time.Duration(s) * time.Second)} }
-	status := &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:replicas":{}}}`)}
+	status := metav1.NewFieldsV1(`{"f:status":{"f:replicas":{}}}`)
 	fields := []metav1.ManagedFieldsEntry{
 		{Manager: "e2e-writer", Time: at(9)},                                     // a spec write: not status
 		{Manager: "kube-controller-manager", Subresource: "status", Time: at(4)}, // the status subresource

@@ -118,7 +118,7 @@ func TestCreatedTimestampsOnlyInProtobuf(t *testing.T) {
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
-	scrape := func(accept string) (*http.Response, []byte) {
+	scrape := func(accept string) (http.Header, []byte) {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/metrics", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -133,19 +133,19 @@ func TestCreatedTimestampsOnlyInProtobuf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp, b
+		return resp.Header, b
 	}
 
-	resp, om := scrape("application/openmetrics-text;version=1.0.0")
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/openmetrics-text") {
-		t.Fatalf("OpenMetrics not negotiated: %s", resp.Header.Get("Content-Type"))
+	header, om := scrape("application/openmetrics-text;version=1.0.0")
+	if !strings.HasPrefix(header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("OpenMetrics not negotiated: %s", header.Get("Content-Type"))
 	}
 	if strings.Contains(string(om), "_created") {
 		t.Errorf("OpenMetrics text has _created lines:\n%s", om)
 	}
 
-	resp, pb := scrape(`application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`)
-	dec := expfmt.NewDecoder(bytes.NewReader(pb), expfmt.ResponseFormat(resp.Header))
+	header, pb := scrape(`application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`)
+	dec := expfmt.NewDecoder(bytes.NewReader(pb), expfmt.ResponseFormat(header))
 	created := map[string]time.Time{}
 	for {
 		var mf dto.MetricFamily

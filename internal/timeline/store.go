@@ -380,16 +380,15 @@ func (s *Store) Gone(objectUID string) {
 	if !ok || s.open[w] == nil {
 		return
 	}
-	gone := append(s.gone[w], objectUID)
-	if len(gone) > MaxGoneRelated {
+	s.gone[w] = append(s.gone[w], objectUID)
+	if gone := s.gone[w]; len(gone) > MaxGoneRelated {
 		old := gone[0]
 		if s.related[old] == w {
 			delete(s.related, old)
 			delete(s.relatedOf[w], old)
 		}
-		gone = slices.Delete(gone, 0, 1) // copies 255 strings: rare, bounded
+		s.gone[w] = slices.Delete(gone, 0, 1) // copies 255 strings: rare, bounded
 	}
-	s.gone[w] = gone
 }
 
 func (s *Store) relate(objectUID, episodeUID string) {

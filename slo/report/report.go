@@ -186,8 +186,8 @@ type Point struct {
 
 // Breached reports whether any SLO's attainment is below its objective.
 func (r *Report) Breached() bool {
-	for _, s := range r.SLOs {
-		if s.Status == StatusBreached {
+	for i := range r.SLOs {
+		if r.SLOs[i].Status == StatusBreached {
 			return true
 		}
 	}
