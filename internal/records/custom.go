@@ -91,6 +91,10 @@ type CustomObject struct {
 	// whether a list cycle delivered it (see informers.Stamp).
 	Received int64
 	Listed   bool
+	// HasStatus: the object has a status. HasObserved: ObservedGeneration
+	// was read. (The three bools sit together: apart, each took 8 bytes.)
+	HasStatus   bool
+	HasObserved bool
 	// SpecWrite is the newest managedFields time touching spec (API side,
 	// one-second precision); zero when unknown.
 	SpecWrite time.Time
@@ -106,11 +110,9 @@ type CustomObject struct {
 	// (informers.StatusWriteOf), 0 when unknown.
 	StatusUnix int64
 
-	HasStatus bool
 	// ObservedGeneration is read from status.observedGeneration (or the
 	// configured path) when HasObserved.
 	ObservedGeneration int64
-	HasObserved        bool
 	// FirstConditionObserved is the first condition's own observedGeneration
 	// (0: none): the fallback where status.observedGeneration is absent.
 	FirstConditionObserved int64
