@@ -107,7 +107,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{c.pods, c.nodes}, func() error {
 		if _, err := c.pods.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
-			UpdateFunc: func(_, obj any) { c.onPod(obj, false) },
+			UpdateFunc: c.onPodUpdate,
 			DeleteFunc: c.onPodDelete,
 		})); err != nil {
 			return fmt.Errorf("watch pods: %w", err)
@@ -131,6 +131,19 @@ func (c *Collector) onPod(obj any, initial bool) {
 	}
 	at, notLive := informers.NotLive(p, initial, c.now)
 	c.observePod(p, at, notLive)
+}
+
+// onPodUpdate observes a pod's new version. A pod deleted and recreated
+// under its name during a watch gap (informers.Recreated: a StatefulSet's)
+// is deleted first, as a deletion learned from the relist; otherwise the old
+// uid stays tracked, not ready and then stalled, forever.
+func (c *Collector) onPodUpdate(oldObj, obj any) {
+	if old, ok := oldObj.(*corev1.Pod); ok && informers.Recreated(old, obj) {
+		c.mu.Lock()
+		c.observe(c.tr.Delete(string(old.UID), informers.DeletedAt(obj, c.now), false))
+		c.mu.Unlock()
+	}
+	c.onPod(obj, false)
 }
 
 func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {

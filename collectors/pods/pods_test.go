@@ -247,3 +247,45 @@ func TestInventedOwnerKindsAndManyGatesAddNoSeries(t *testing.T) {
 		t.Errorf("scheduling_gated = %d, want 1", got)
 	}
 }
+
+// A pod deleted and recreated under its name while the watch was down (a
+// StatefulSet's) reaches the update handler at the relist with another uid:
+// the old pod is no longer tracked, nor counted not ready, nor stalled.
+func TestPodRecreatedDuringAWatchGap(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	c := New(config.Default(), time.Minute, slog.New(slog.DiscardHandler), clk.now)
+	old := pod("web-0", clk.now())
+	c.onPod(old, false)
+	clk.add(2 * time.Minute) // the old pod stalled, then went inside the gap
+	cur := pod("web-0", clk.now())
+	cur.UID = "uid-web-0-recreated"
+	informers.Stamp(cur, clk.now(), true) // delivered by the relist
+	c.onPodUpdate(old, cur)
+	c.mu.Lock()
+	tracked, stalled := c.tr.Tracked(), c.tr.Stalled(clk.now())
+	c.mu.Unlock()
+	if tracked != 1 {
+		t.Errorf("pods tracked after the relist: %d, want 1 (the new pod)", tracked)
+	}
+	for _, s := range stalled {
+		if s.Pod.UID == string(old.UID) {
+			t.Errorf("the old pod is still stalled after the relist: %+v", s)
+		}
+	}
+	notReady := 0.0
+	ch := make(chan prometheus.Metric, 100)
+	scrape{c}.Collect(ch)
+	close(ch)
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(m.Desc().String(), `"kube_convergence_pods_not_ready"`) {
+			notReady += d.GetGauge().GetValue()
+		}
+	}
+	if notReady != 1 {
+		t.Errorf("pods not ready = %v, want 1 (the new pod only)", notReady)
+	}
+}

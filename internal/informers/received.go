@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -100,4 +101,21 @@ func DeletedAt(obj any, now func() time.Time) time.Time {
 	}
 	at, _ := ReceivedOr(obj, now)
 	return at
+}
+
+// Recreated says whether an update notification's old and new objects have
+// different uids: the object was deleted and recreated under its name while
+// the watch was down. The relist that finds the new object under the cached
+// key delivers an update (client-go DeltaFIFO Replace: same key), never the
+// old object's deletion. A handler that tracks objects by uid then deletes
+// the old one, dated by the relist (DeletedAt(newObj, now)), and adds the new
+// one; otherwise the old uid's state stays forever. False when either object
+// has no object metadata.
+func Recreated(oldObj, newObj any) bool {
+	o, err := meta.Accessor(oldObj)
+	if err != nil {
+		return false
+	}
+	n, err := meta.Accessor(newObj)
+	return err == nil && o.GetUID() != n.GetUID()
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -26,5 +27,27 @@ func TestDeletedAt(t *testing.T) {
 	}
 	if got := DeletedAt(&corev1.Pod{}, now); !got.Equal(relist) {
 		t.Errorf("unstamped object dated %v, want now", got)
+	}
+}
+
+// An update whose old and new objects have different uids is a recreation;
+// a resync or a write to the same object is not.
+func TestRecreated(t *testing.T) {
+	pod := func(uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: types.UID(uid)}}
+	}
+	for _, c := range []struct {
+		name     string
+		old, cur any
+		want     bool
+	}{
+		{"same uid", pod("a"), pod("a"), false},
+		{"another uid", pod("a"), pod("b"), true},
+		{"no old object", nil, pod("b"), false},
+		{"not an object", "ns/p", pod("b"), false},
+	} {
+		if got := Recreated(c.old, c.cur); got != c.want {
+			t.Errorf("%s: Recreated = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
