@@ -94,7 +94,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		}{
 			{c.slices, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onSlice(obj, initial) },
-				UpdateFunc: func(_, obj any) { c.onSlice(obj, false) },
+				UpdateFunc: c.onSliceUpdate,
 				DeleteFunc: c.onSliceDelete,
 			}},
 			{c.services, cache.ResourceEventHandlerDetailedFuncs{
@@ -108,7 +108,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 			}},
 			{c.pods, cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
-				UpdateFunc: func(_, obj any) { c.onPod(obj, false) },
+				UpdateFunc: c.onPodUpdate,
 				DeleteFunc: c.onPodDelete,
 			}},
 		}
@@ -146,6 +146,19 @@ func (c *Collector) onPod(obj any, initial bool) {
 	c.observePod(p, at, notLive)
 }
 
+// onPodUpdate observes a pod's new version. A pod deleted and recreated
+// under its name during a watch gap (informers.Recreated) is deleted first,
+// as a deletion learned from the relist; otherwise the old uid's pairs stay,
+// a pending propagation crossing every threshold, forever.
+func (c *Collector) onPodUpdate(oldObj, obj any) {
+	if old, ok := oldObj.(*corev1.Pod); ok && informers.Recreated(old, obj) {
+		c.mu.Lock()
+		c.observe(c.tr.DeletePod(string(old.UID), informers.DeletedAt(obj, c.now), false))
+		c.mu.Unlock()
+	}
+	c.onPod(obj, false)
+}
+
 // observePod observes p at a receive time: its own, or that of the Service
 // change that made it selected or not.
 func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
@@ -176,6 +189,19 @@ func (c *Collector) onSlice(obj any, initial bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.ObserveSlice(rec, at, notLive))
+}
+
+// onSliceUpdate observes a slice's new version. A slice deleted and
+// recreated under its name during a watch gap (informers.Recreated) is
+// deleted first, as a deletion learned from the relist; otherwise the old
+// uid's ready endpoints stay published, forever.
+func (c *Collector) onSliceUpdate(oldObj, obj any) {
+	if old, ok := oldObj.(*discoveryv1.EndpointSlice); ok && informers.Recreated(old, obj) {
+		c.mu.Lock()
+		c.observe(c.tr.DeleteSlice(string(old.UID), informers.DeletedAt(obj, c.now), false))
+		c.mu.Unlock()
+	}
+	c.onSlice(obj, false)
 }
 
 func (c *Collector) onSliceDelete(obj any) {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -181,5 +182,76 @@ func TestSeriesCreatedAtZeroAndDeletedWithTheNamespace(t *testing.T) {
 	c.onNamespaceDeleted("team-a")
 	if n := testutil.CollectAndCount(c.m.exceeded) + testutil.CollectAndCount(c.m.propagation) + testutil.CollectAndCount(c.m.removal); n != 0 {
 		t.Errorf("series left after the namespace's deletion: %d", n)
+	}
+}
+
+// recreatedCollector is a collector whose Service informer, never started,
+// holds Service web selecting app=web: enough for the pod handlers.
+func recreatedCollector(t *testing.T, clk *clock) *Collector {
+	t.Helper()
+	c := New(config.Default(), slog.New(slog.DiscardHandler), clk.now)
+	c.services = cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Service{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := c.services.GetIndexer().Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func servedPod(uid string, ready bool, at time.Time, listed bool) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", UID: types.UID(uid), Labels: map[string]string{"app": "web"}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+	informers.Stamp(p, at, listed)
+	return p
+}
+
+// A pod deleted and recreated under its name while the watch was down
+// reaches the update handler at the relist with another uid: the old pod's
+// pending propagation ends instead of staying pending forever.
+func TestPodRecreatedDuringAWatchGap(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	c := recreatedCollector(t, clk)
+	old := servedPod("a", true, clk.now(), false)
+	c.onPod(old, false) // Ready, never published: pending
+	if c.tr.Pending() != 1 {
+		t.Fatalf("pending before the gap: %d, want 1", c.tr.Pending())
+	}
+	clk.add(time.Minute)
+	c.onPodUpdate(old, servedPod("b", false, clk.now(), true))
+	if c.tr.Tracked("a") || c.tr.Pending() != 0 {
+		t.Errorf("after the relist: old pod tracked %v, %d pending; want false, 0", c.tr.Tracked("a"), c.tr.Pending())
+	}
+}
+
+// An EndpointSlice deleted and recreated under its name while the watch was
+// down, without the pod: the old slice no longer publishes it, so the pod
+// turning Ready is pending until the new slice lists it.
+func TestSliceRecreatedDuringAWatchGap(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	c := recreatedCollector(t, clk)
+	slice := func(uid string, ready ...string) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: types.UID(uid),
+			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
+		yes := true
+		for _, p := range ready {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: &yes},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", UID: types.UID(p)}})
+		}
+		informers.Stamp(s, clk.now(), true)
+		return s
+	}
+	old := slice("s1", "p")
+	c.onSlice(old, true)
+	c.onPod(servedPod("p", false, clk.now(), true), true)
+	clk.add(time.Minute)
+	c.onSliceUpdate(old, slice("s2"))
+	c.onPod(servedPod("p", true, clk.now(), false), false)
+	if c.tr.Pending() != 1 {
+		t.Errorf("pending after the pod turned Ready: %d, want 1 (the recreated slice does not list it)", c.tr.Pending())
 	}
 }
