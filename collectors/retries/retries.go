@@ -108,7 +108,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{inf}, func() error {
 		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, initial bool) { c.onEvent(obj, initial) },
-			UpdateFunc: func(_, obj any) { c.onEvent(obj, false) },
+			UpdateFunc: c.onUpdate,
 			DeleteFunc: c.onDelete,
 		})); err != nil {
 			return fmt.Errorf("watch warning events: %w", err)
@@ -128,6 +128,21 @@ func (c *Collector) onEvent(obj any, initial bool) {
 	c.mu.Lock()
 	c.tr.Observe(w, at, initial || listed)
 	c.mu.Unlock()
+}
+
+// onUpdate observes an Event's new version. An Event that expired
+// (--event-ttl) and was written again under its name while the watch was
+// down (the recorders create it again when their PATCH gets NotFound)
+// reaches it at the relist with another uid (informers.Recreated): the old
+// uid is forgotten first, as its deletion would have been; otherwise it
+// stays tracked forever.
+func (c *Collector) onUpdate(oldObj, obj any) {
+	if old, ok := oldObj.(*eventsv1.Event); ok && informers.Recreated(old, obj) {
+		c.mu.Lock()
+		c.tr.Delete(string(old.UID))
+		c.mu.Unlock()
+	}
+	c.onEvent(obj, false)
 }
 
 func (c *Collector) onDelete(obj any) {

@@ -252,3 +252,41 @@ func TestCreatedTimestamps(t *testing.T) {
 		t.Errorf("old series: created %v, want %v", got, start)
 	}
 }
+
+// An Event that expired and was written again under its name while the
+// watch was down reaches the update handler at the relist with another uid:
+// the old uid is forgotten, the new one tracked from its listed count.
+func TestEventRecreatedDuringAWatchGap(t *testing.T) {
+	now := time.Now()
+	c := New(config.Default(), slog.New(slog.DiscardHandler), func() time.Time { return now })
+	old := legacyEvent("web.1", 3)
+	c.onEvent(old, false)
+	cur := legacyEvent("web.1", 4)
+	cur.UID = "uid-web.1-recreated"
+	informers.Stamp(cur, now, true)
+	c.onUpdate(old, cur)
+	c.mu.Lock()
+	events, _ := c.tr.Tracked()
+	c.mu.Unlock()
+	if events != 1 {
+		t.Errorf("Events tracked after the relist: %d, want 1 (the new uid only)", events)
+	}
+	if n := testutil.ToFloat64(onlyTracked{c}); n != 1 {
+		t.Errorf("tracked Events gauge = %v, want 1", n)
+	}
+}
+
+// onlyTracked exposes the collector's tracked Events gauge alone.
+type onlyTracked struct{ c *Collector }
+
+func (o onlyTracked) Describe(ch chan<- *prometheus.Desc) { ch <- trackedDesc }
+func (o onlyTracked) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric, 100)
+	o.c.Collect(all)
+	close(all)
+	for m := range all {
+		if m.Desc() == trackedDesc {
+			ch <- m
+		}
+	}
+}
