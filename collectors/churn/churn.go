@@ -316,6 +316,13 @@ func (c *Collector) onUpdate(kind string, oldObj, newObj any) {
 	if !ok1 || !ok2 || om.GetResourceVersion() == nm.GetResourceVersion() {
 		return
 	}
+	if informers.Recreated(om, nm) {
+		// Deleted and recreated under its name during a watch gap: the
+		// relist shows an update. The old object goes as on its deletion,
+		// its ownership and writer state with it (else held until pruned)
+		// and its write counts, which the new object's must not extend.
+		c.onDelete(kind, om)
+	}
 	at, listed := informers.ReceivedOr(nm, c.now)
 	if listed {
 		return // the state after a gap: the writes inside it were not seen

@@ -251,3 +251,24 @@ func TestWriterOfBusyObjectsWithTies(t *testing.T) {
 		t.Errorf("writers held %d, want 1", len(c.writers))
 	}
 }
+
+// A Deployment deleted and recreated under its name while the watch was
+// down reaches the update handler at the relist with another uid: the old
+// uid's ownership goes as on a deletion, not two flap windows later.
+func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
+	c := New(configDefault(), []informers.Resource{informers.Deployments}, discard(), time.Now)
+	old := deployment()
+	old.ResourceVersion = "1"
+	c.hook("Deployment")(old)
+	if n, _ := c.tr.OwnershipTracked(); n != 1 {
+		t.Fatalf("ownership after a live write: %d objects, want 1", n)
+	}
+	cur := deployment()
+	cur.UID, cur.ResourceVersion = "u2", "7"
+	informers.Stamp(cur, time.Now(), true) // delivered by the relist
+	c.hook("Deployment")(cur)
+	c.onUpdate("Deployment", old, cur)
+	if n, _ := c.tr.OwnershipTracked(); n != 0 {
+		t.Errorf("ownership after the relist: %d objects, want 0 (the old uid gone, the new one listed)", n)
+	}
+}
