@@ -101,7 +101,10 @@ func (c *Collector) onEvent(oldObj, obj any) {
 		return
 	}
 	w := retries.Warning(e)
-	if old, ok := oldObj.(*eventsv1.Event); ok && retries.Warning(old).Count >= w.Count && old.Note == e.Note {
+	// An Event recreated under its name during a watch gap (another uid,
+	// informers.Recreated) is a new Event: its count starts again, and is
+	// not compared with the old one's.
+	if old, ok := oldObj.(*eventsv1.Event); ok && !informers.Recreated(old, e) && retries.Warning(old).Count >= w.Count && old.Note == e.Note {
 		return
 	}
 	at, _ := informers.ReceivedOr(e, c.now)

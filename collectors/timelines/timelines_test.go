@@ -84,3 +84,27 @@ func TestWarningEventsFeedTheEpisode(t *testing.T) {
 		t.Errorf("episodes evicted = %v, want 2 (3 closed, 1 retained)", e)
 	}
 }
+
+// An Event that expired and was created again under its name while the
+// watch was down, its count starting over, reaches the update handler at
+// the relist with another uid: its occurrence is an entry, not compared
+// with the old Event's higher count.
+func TestEventRecreatedDuringAWatchGap(t *testing.T) {
+	store := timeline.NewStore(timeline.Config{Retained: 1, MaxEntries: 10})
+	c := New(store, slog.New(slog.DiscardHandler), func() time.Time { return t0.Add(time.Hour) })
+	ep := tracker.Episode{Kind: tracker.Deployment, UID: "d1", Namespace: "shop", Name: "web", Generation: 1, Target: 1, Start: t0}
+	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
+	store.Relate("rs1", "d1")
+	old := warning("rs1", 5, "exceeded quota")
+	c.onEvent(nil, old)
+	cur := warning("rs1", 1, "exceeded quota")
+	cur.UID = "ev2"
+	c.onEvent(old, cur)
+	var counts []int64
+	for _, e := range store.List(timeline.Query{}, t0.Add(time.Hour))[0].Entries {
+		counts = append(counts, e.Count)
+	}
+	if !reflect.DeepEqual(counts, []int64{5, 1}) {
+		t.Errorf("entries' counts %v, want [5 1] (the recreated Event's first occurrence kept)", counts)
+	}
+}
