@@ -512,7 +512,7 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 	}
 	w := records.Custom(o, r.kind, r.conv)
 	old, _ := oldObj.(*records.CustomObject)
-	if old != nil && old.UID != o.UID {
+	if old != nil && informers.Recreated(old, o) {
 		// Deleted and recreated under its name while the watch was down:
 		// the relist shows an update. The old object's episode ends as
 		// deleted, or it would stay open, and stalled, forever.

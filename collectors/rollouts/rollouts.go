@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -180,11 +179,9 @@ func (c *Collector) onWorkload(old, obj any, initial bool) {
 // update at the relist (same cache key, another uid): the old object is
 // deleted first, or its episode would stay open, and stalled, forever.
 func (c *Collector) onWorkloadUpdate(oldObj, obj any) {
-	if o, ok := oldObj.(metav1.Object); ok {
-		if n, ok := obj.(metav1.Object); ok && o.GetUID() != n.GetUID() {
-			c.workloadGone(oldObj, informers.DeletedAt(obj, c.now))
-			oldObj = nil
-		}
+	if informers.Recreated(oldObj, obj) {
+		c.workloadGone(oldObj, informers.DeletedAt(obj, c.now))
+		oldObj = nil
 	}
 	c.onWorkload(oldObj, obj, false)
 }

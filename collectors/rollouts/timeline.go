@@ -127,7 +127,7 @@ func (c *Collector) timelineFact(old, obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		prev, _ := old.(*corev1.Pod)
-		if prev != nil && prev.UID != o.UID {
+		if prev != nil && informers.Recreated(prev, o) {
 			// Deleted and recreated under its name (a StatefulSet's pod)
 			// while the watch was down: the relist shows an update.
 			at, _ := informers.ReceivedOr(o, c.now)
@@ -137,7 +137,7 @@ func (c *Collector) timelineFact(old, obj any) {
 		c.onPodTimeline(prev, o)
 	case *appsv1.ReplicaSet:
 		if prev, ok := old.(*appsv1.ReplicaSet); ok {
-			if prev.UID == o.UID {
+			if !informers.Recreated(prev, o) {
 				return
 			}
 			at, _ := informers.ReceivedOr(o, c.now) // recreated under its name, as a pod above
