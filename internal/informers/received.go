@@ -106,8 +106,9 @@ func DeletedAt(obj any, now func() time.Time) time.Time {
 // Recreated says whether an update notification's old and new objects have
 // different uids: the object was deleted and recreated under its name while
 // the watch was down. The relist that finds the new object under the cached
-// key delivers an update (client-go DeltaFIFO Replace: same key), never the
-// old object's deletion. A handler that tracks objects by uid then deletes
+// key delivers an update, never the old object's deletion (client-go v0.37.2
+// tools/cache/controller.go, processDeltas and processReplacedAllInfo: a
+// listed object whose key the cache holds goes to OnUpdate(cached, listed)). A handler that tracks objects by uid then deletes
 // the old one, dated by the relist (DeletedAt(newObj, now)), and adds the new
 // one; otherwise the old uid's state stays forever. False when either object
 // has no object metadata.
