@@ -2,21 +2,11 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
-	"github.com/chromedp/chromedp"
 
 	"github.com/kube-convergence/kube-convergence-exporter/slo/report"
 )
@@ -40,79 +30,13 @@ const chartsJS = `Array.from(document.querySelectorAll('svg.chart')).map(s => {
     points: Number(s.dataset.points), segs: (d.match(/[ML]/g) || []).length, pathWidth: p ? p.getBBox().width : 0};
 })`
 
-// openInChromium opens an HTML file in Debian's headless Chromium through
-// chromedp and returns its charts and every problem seen: an exception, a
-// console error, a log error, a network request other than the file
-// itself. Without chromium the test fails: CI installs it (.ci/run), a
-// developer runs apt-get install chromium.
+// openInChromium opens an HTML file in Chromium (openInBrowser) and
+// returns its charts and every problem seen, a request for anything but
+// the file itself included.
 func openInChromium(ctx context.Context, t *testing.T, path string) (charts []chartBox, problems []string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): the HTML report test needs Debian's chromium (apt-get install -y chromium)", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin),
-		// Root in CI containers: Chromium refuses to run sandboxed as root.
-		chromedp.NoSandbox, chromedp.DisableGPU)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-
 	url := "file://" + path
-	var mu sync.Mutex
-	// Listen attaches to the tab (starting the browser); the domains are
-	// enabled before the navigation, so that nothing the page does is
-	// missed.
-	if err := chromedp.Listen(bctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "Runtime.exceptionThrown: "+ev.ExceptionDetails.Text)
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError {
-				problems = append(problems, fmt.Sprintf("console error: %d arguments", len(ev.Args)))
-			}
-		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError {
-				problems = append(problems, "Log.entryAdded error: "+ev.Entry.Text+" "+ev.Entry.URL)
-			}
-		case *network.EventRequestWillBeSent:
-			if ev.Request.URL != url {
-				problems = append(problems, "network request: "+ev.Request.URL)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	start := time.Now()
-	for _, enable := range []func() error{
-		func() error { _, err := chromedp.Call(bctx, network.Enable, network.EnableParams{}); return err },
-		func() error { _, err := chromedp.Call(bctx, log.Enable, cdp.Empty{}); return err },
-		func() error { _, err := chromedp.Call(bctx, runtime.Enable, cdp.Empty{}); return err },
-	} {
-		if err := enable(); err != nil {
-			t.Fatalf("chromium: enabling a domain: %v", err)
-		}
-	}
-	if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitReady("body")); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	charts, err = chromedp.Run(bctx, chromedp.Evaluate[[]chartBox](chartsJS))
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	// Late events (a failed font or image fetch) arrive asynchronously:
-	// a round trip to the browser after the evaluation lets them in.
-	title, err := chromedp.Run(bctx, chromedp.Title())
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	t.Logf("chromium rendered %s (%q) with %d charts in %v", path, title, len(charts), time.Since(start).Round(time.Millisecond))
-	mu.Lock()
-	defer mu.Unlock()
-	return charts, slices.Clone(problems)
+	return openInBrowser[[]chartBox](ctx, t, url, chartsJS, func(u string) bool { return u == url })
 }
 
 // checkReportHTML opens the report in Chromium: no problem, and every

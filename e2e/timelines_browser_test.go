@@ -9,18 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -77,79 +70,13 @@ const pageReportJS = `(() => {
     managers: texts('.managers'), messages: texts('.message')};
 })()`
 
-// openTimelinePage opens url in headless Chromium and returns what the
-// page shows and every problem seen: a JavaScript dialog (an injected
-// alert), an exception, a console or log error (a CSP violation is one), a
-// request to anything but origin.
+// openTimelinePage opens url in Chromium (openInBrowser) and returns what
+// the page shows and every problem seen, a request to anything but origin
+// included.
 func openTimelinePage(ctx context.Context, t *testing.T, origin, url string) (rep pageReport, problems []string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): the timelines browser test needs Debian's chromium (apt-get install -y chromium)", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 1024))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-
-	var mu sync.Mutex
-	if err := chromedp.Listen(bctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *page.EventJavascriptDialogOpening:
-			problems = append(problems, fmt.Sprintf("Page.javascriptDialogOpening: %s %q", ev.Type, ev.Message))
-			// Dismiss it, or the page hangs.
-			go func() {
-				_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
-			}()
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "Runtime.exceptionThrown: "+ev.ExceptionDetails.Text)
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError {
-				problems = append(problems, fmt.Sprintf("console error: %d arguments", len(ev.Args)))
-			}
-		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError {
-				problems = append(problems, "Log.entryAdded error: "+ev.Entry.Text+" "+ev.Entry.URL)
-			}
-		case *network.EventRequestWillBeSent:
-			if !strings.HasPrefix(ev.Request.URL, origin+"/") {
-				problems = append(problems, "network request: "+ev.Request.URL)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	for _, enable := range []func() error{
-		func() error { _, err := chromedp.Call(bctx, network.Enable, network.EnableParams{}); return err },
-		func() error { _, err := chromedp.Call(bctx, log.Enable, cdp.Empty{}); return err },
-		func() error { _, err := chromedp.Call(bctx, runtime.Enable, cdp.Empty{}); return err },
-		func() error { _, err := chromedp.Call(bctx, page.Enable, page.EnableParams{}); return err },
-	} {
-		if err := enable(); err != nil {
-			t.Fatalf("chromium: enabling a domain: %v", err)
-		}
-	}
-	start := time.Now()
-	if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitReady("body")); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	rep, err = chromedp.Run(bctx, chromedp.Evaluate[pageReport](pageReportJS))
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	// Late events (a blocked inline script's violation, a failed fetch)
-	// arrive asynchronously: a round trip to the browser lets them in.
-	if _, err := chromedp.Run(bctx, chromedp.Title()); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	t.Logf("chromium rendered %s in %v: %d bars", url, time.Since(start).Round(time.Millisecond), len(rep.Bars))
-	mu.Lock()
-	defer mu.Unlock()
-	return rep, slices.Clone(problems)
+	return openInBrowser[pageReport](ctx, t, url, pageReportJS,
+		func(u string) bool { return strings.HasPrefix(u, origin+"/") }, chromedp.WindowSize(1280, 1024))
 }
 
 // getJSON GETs an API URL into v and returns the response's headers.
