@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
@@ -49,17 +47,7 @@ func TestExplainQuotaBlockedRollout(t *testing.T) {
 	e := shared.forTest(t)
 	ctx := context.Background()
 	ns := namespace(t, "explain-quota")
-	quota := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one-pod"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
-	}
-	if _, err := client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the quota to be active", func() (bool, string) {
-		q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, "one-pod", metav1.GetOptions{})
-		return err == nil && len(q.Status.Hard) > 0, "status.hard empty"
-	})
+	podQuota(t, ns, "one-pod", "1")
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, demo.Deployment(ns, "x", 3, demo.Delays(100*time.Millisecond, 100*time.Millisecond)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -98,18 +98,24 @@ func intervalBuckets(mfs map[string]*dto.MetricFamily, match map[string]string) 
 // waits until the quota controller has computed it.
 func quotaNamespace(t *testing.T, ns string) {
 	t.Helper()
-	ctx := context.Background()
 	newNamespace(t, client, ns)
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-pods"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	podQuota(t, ns, "no-pods", "0")
+}
+
+// podQuota creates the ResourceQuota name in ns allowing pods pods, and
+// waits until the quota controller has computed it: until it has set
+// status.hard, quota admission rejects for another reason ("status unknown
+// for quota"), so a test would not see only "exceeded quota".
+func podQuota(t *testing.T, ns, name, pods string) {
+	t.Helper()
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse(pods)}}}
 	if _, err := client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Until the quota controller has set status.hard, quota admission
-	// rejects for another reason ("status unknown for quota"); wait, so the
-	// test sees only "exceeded quota".
 	eventually(t, 30*time.Second, "quota status computed", func() (bool, string) {
-		q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, "no-pods", metav1.GetOptions{})
+		q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
