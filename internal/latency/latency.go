@@ -49,9 +49,15 @@ func Threshold(b float64) string {
 // the bundled rules read the classic `le` buckets, so scrapes must keep
 // ingesting them when native histograms are enabled.
 func HistogramOpts(name, help string, buckets []float64) prometheus.HistogramOpts {
+	opts := BucketOpts(buckets)
+	opts.Name, opts.Help = name, help
+	return opts
+}
+
+// BucketOpts is HistogramOpts without a name and help, for a histogram
+// built from a metric.Family (which gives them).
+func BucketOpts(buckets []float64) prometheus.HistogramOpts {
 	return prometheus.HistogramOpts{
-		Name:                            name,
-		Help:                            help,
 		Buckets:                         buckets,
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  100,
