@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -39,10 +40,12 @@ type Episodes struct {
 	cfg *config.Config
 	now func() time.Time
 
-	Duration          *prometheus.HistogramVec
-	RecoveredDuration *prometheus.HistogramVec
+	// Duration is the rollout SLI (live episodes), with its crossing
+	// counter Duration.Exceeded; RecoveredDuration times the episodes the
+	// exporter did not see start.
+	Duration          *latency.Series
+	RecoveredDuration *latency.Series
 	Closed            *prometheus.CounterVec
-	Exceeded          *prometheus.CounterVec
 	Recovered         *prometheus.CounterVec
 
 	inProgressDesc *prometheus.Desc
@@ -57,6 +60,41 @@ type Episodes struct {
 	stalled    *SeriesCap
 }
 
+// The episode families besides the rollout SLI (latency.RolloutDuration).
+// Their detail is in docs/metrics.md.
+var (
+	rolloutRecoveredDuration = latency.Histogram{
+		Name:    "kube_convergence_rollout_recovered_duration_seconds",
+		Help:    "Time from the API-side spec write until a stage still ahead was reached, for rollouts found in flight at the start or after a watch gap.",
+		Labels:  latency.RolloutDuration.Labels,
+		Buckets: latency.RolloutBuckets,
+	}
+	rolloutsClosed = metric.Family{
+		Name: "kube_convergence_rollouts_total", Type: metric.Counter,
+		Help:   "Rollout episodes, one per object generation, that ended, by outcome.",
+		Labels: []string{"kind", "namespace", "change", "outcome"},
+	}
+	rolloutsRecovered = metric.Family{
+		Name: "kube_convergence_rollouts_recovered_total", Type: metric.Counter,
+		Help:   "Rollout episodes found in flight when the exporter started or after a watch gap.",
+		Labels: []string{"kind"},
+	}
+	rolloutsInProgress = metric.Family{
+		Name: "kube_convergence_rollouts_in_progress", Type: metric.Gauge,
+		Help:   "Rollout episodes open now: written, not yet converged or otherwise closed.",
+		Labels: []string{"kind", "namespace"},
+	}
+	rolloutStalled = metric.Family{
+		Name: "kube_convergence_rollout_stalled_seconds", Type: metric.Gauge,
+		Help:   "Seconds since the spec write of each rollout older than the stall threshold, by the next stage not reached and why; capped.",
+		Labels: []string{"kind", "namespace", "name", "stage", "reason"},
+	}
+	rolloutStalledDropped = metric.Family{
+		Name: "kube_convergence_rollout_stalled_series_dropped_total", Type: metric.Counter,
+		Help: "Stalled rollouts left out of kube_convergence_rollout_stalled_seconds by stall.seriesLimit, counted once per episode.",
+	}
+)
+
 // NewEpisodes returns the episode metrics; cfg gives the namespace label
 // policy and stall.seriesLimit. now is the scrape clock.
 func NewEpisodes(cfg *config.Config, now func() time.Time) *Episodes {
@@ -64,38 +102,17 @@ func NewEpisodes(cfg *config.Config, now func() time.Time) *Episodes {
 		now = time.Now
 	}
 	return &Episodes{
-		cfg: cfg,
-		now: now,
-		Duration: prometheus.NewHistogramVec(latency.HistogramOpts(
-			"kube_convergence_rollout_duration_seconds",
-			"Time from a spec write (as received by the exporter) until the rollout reached the stage: observed (status.observedGeneration caught up: the observedGeneration lag), updated, available, ready (StatefulSet), endpoints_ready. Stages not reached are counted by kube_convergence_rollout_threshold_exceeded_total. Live rollouts only: those the exporter did not see start are in kube_convergence_rollout_recovered_duration_seconds.",
-			latency.RolloutBuckets), []string{"kind", "namespace", "stage", "change"}),
-		RecoveredDuration: prometheus.NewHistogramVec(latency.HistogramOpts(
-			"kube_convergence_rollout_recovered_duration_seconds",
-			"Like kube_convergence_rollout_duration_seconds, for rollouts the exporter did not see start (found in flight at its start or after a watch gap; counted by kube_convergence_rollouts_recovered_total): time from the API-side write time (one-second precision, the API server's clock; the exporter's last receipt of the object when later) until a stage still ahead was reached. Stages passed before are not observed. Not read by the bundled SLIs, which count live rollouts only.",
-			latency.RolloutBuckets), []string{"kind", "namespace", "stage", "change"}),
-		Closed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_rollouts_total",
-			Help: "Rollout episodes (one per object generation) that ended, by outcome: converged, superseded (a newer generation came first), deleted, paused, manual (OnDelete).",
-		}, []string{"kind", "namespace", "change", "outcome"}),
-		Exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_rollout_threshold_exceeded_total",
-			Help: "Rollout episodes whose age passed the threshold (seconds, formatted like the duration histogram's le) before they reached the stage, counted when it happened. With the le bucket it makes a latency SLI that counts stuck rollouts while they are stuck.",
-		}, []string{"kind", "namespace", "stage", "change", "threshold"}),
-		Recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_rollouts_recovered_total",
-			Help: "Rollout episodes found in flight when the exporter started or after a watch gap; they are timed from the API-side spec write time and stages already passed are not observed.",
-		}, []string{"kind"}),
-		inProgressDesc: prometheus.NewDesc("kube_convergence_rollouts_in_progress",
-			"Rollout episodes open now: written, not yet converged or otherwise closed.", []string{"kind", "namespace"}, nil),
-		stalledDesc: prometheus.NewDesc("kube_convergence_rollout_stalled_seconds",
-			"Seconds since the spec write of a rollout older than the stall threshold; stage is the next stage not reached, reason the most specific cause found. One series per stalled object, capped.",
-			[]string{"kind", "namespace", "name", "stage", "reason"}, nil),
-		registered: map[prometheus.Registerer]bool{},
-		inProgress: NewZeroKept[[2]string](),
-		stalled: NewSeriesCap("kube_convergence_rollout_stalled_series_dropped_total",
-			"Stalled rollouts not exposed by kube_convergence_rollout_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per episode.",
-			cfg.Stall.SeriesLimit),
+		cfg:               cfg,
+		now:               now,
+		Duration:          latency.NewSeries(latency.RolloutDuration),
+		RecoveredDuration: latency.NewSeries(rolloutRecoveredDuration),
+		Closed:            rolloutsClosed.NewCounterVec(),
+		Recovered:         rolloutsRecovered.NewCounterVec(),
+		inProgressDesc:    rolloutsInProgress.Desc(),
+		stalledDesc:       rolloutStalled.Desc(),
+		registered:        map[prometheus.Registerer]bool{},
+		inProgress:        NewZeroKept[[2]string](),
+		stalled:           NewSeriesCap(rolloutStalledDropped, cfg.Stall.SeriesLimit),
 	}
 }
 
@@ -133,10 +150,10 @@ func (e *Episodes) Register(reg prometheus.Registerer, kinds ...tracker.Kind) er
 	e.registered[reg] = true
 	e.mu.Unlock()
 	if first {
-		for _, c := range []prometheus.Collector{e.Duration, e.RecoveredDuration, e.Closed, e.Exceeded, e.Recovered, e.stalled.Dropped(), episodesScrape{e}} {
-			if err := reg.Register(c); err != nil {
-				return err
-			}
+		cs := append(e.Duration.Collectors(), e.RecoveredDuration.Collectors()...)
+		cs = append(cs, metric.Declare(e.Closed, rolloutsClosed), metric.Declare(e.Recovered, rolloutsRecovered), e.stalled.Dropped(), episodesScrape{e})
+		if err := metric.Register(reg, cs...); err != nil {
+			return err
 		}
 	}
 	for _, k := range kinds {
@@ -159,18 +176,18 @@ func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 		ns := e.cfg.NamespaceLabelValue(ep.Namespace)
 		switch ev.Type {
 		case tracker.StageReached:
-			h := e.Duration
+			s := e.Duration
 			if ep.Recovered {
-				h = e.RecoveredDuration
+				s = e.RecoveredDuration
 			}
 			traceID := ""
 			if traceIDs != nil {
 				traceID = traceIDs(ep.UID, ep.Generation)
 			}
-			latency.Observe(h.WithLabelValues(string(ep.Kind), ns, string(ev.Stage), string(ep.Change)),
-				ev.Duration.Seconds(), latency.TracedExemplar(ep.UID, strconv.FormatInt(ep.Generation, 10), traceID, ep.Name))
+			s.Observe(ev.Duration.Seconds(), latency.TracedExemplar(ep.UID, strconv.FormatInt(ep.Generation, 10), traceID, ep.Name),
+				string(ep.Kind), ns, string(ev.Stage), string(ep.Change))
 		case tracker.ThresholdCrossed:
-			e.Exceeded.WithLabelValues(string(ep.Kind), ns, string(ev.Stage), string(ep.Change), latency.Threshold(latency.RolloutBuckets[ev.Threshold])).Inc()
+			e.Duration.Cross(ev.Threshold, string(ep.Kind), ns, string(ev.Stage), string(ep.Change))
 		case tracker.EpisodeClosed:
 			e.Closed.WithLabelValues(string(ep.Kind), ns, string(ep.Change), string(ev.Outcome)).Inc()
 			e.mu.Lock()
@@ -181,13 +198,8 @@ func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 			if ep.Recovered {
 				break // no crossings, and its durations go to the recovered family
 			}
-			// Create this episode's series at zero: Prometheus' rate() cannot
-			// count a series that first appears with its first increment.
 			for _, st := range tracker.Stages(ep.Kind) {
-				e.Duration.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change))
-				for _, b := range latency.RolloutBuckets {
-					e.Exceeded.WithLabelValues(string(ep.Kind), ns, string(st), string(ep.Change), latency.Threshold(b))
-				}
+				e.Duration.Open(string(ep.Kind), ns, string(st), string(ep.Change))
 			}
 		case tracker.EpisodeRecovered:
 			e.Recovered.WithLabelValues(string(ep.Kind)).Inc()
@@ -208,11 +220,9 @@ func (e *Episodes) ForgetNamespace(namespace string) {
 	if ns != namespace {
 		return
 	}
-	match := prometheus.Labels{"namespace": ns}
-	e.Duration.DeletePartialMatch(match)
-	e.RecoveredDuration.DeletePartialMatch(match)
-	e.Closed.DeletePartialMatch(match)
-	e.Exceeded.DeletePartialMatch(match)
+	e.Duration.ForgetNamespace(ns)
+	e.RecoveredDuration.ForgetNamespace(ns)
+	e.Closed.DeletePartialMatch(prometheus.Labels{"namespace": ns})
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inProgress.Forget(func(k [2]string) bool { return k[1] == ns })
@@ -227,8 +237,10 @@ func (s episodesScrape) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.e.stalledDesc
 }
 
-// MetricType implements metricdoc.Typed: both scrape-time metrics are gauges.
-func (s episodesScrape) MetricType(string) string { return "gauge" }
+// Families implements metric.Declared.
+func (s episodesScrape) Families() []metric.Family {
+	return []metric.Family{rolloutsInProgress, rolloutStalled}
+}
 
 func (s episodesScrape) Collect(ch chan<- prometheus.Metric) {
 	e := s.e

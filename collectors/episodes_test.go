@@ -63,11 +63,11 @@ func TestEpisodesSharedByTwoFeeders(t *testing.T) {
 	}
 	for range 2 { // later scrapes do not count the dropped episode again
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP kube_convergence_rollout_stalled_seconds Seconds since the spec write of a rollout older than the stall threshold; stage is the next stage not reached, reason the most specific cause found. One series per stalled object, capped.
+# HELP kube_convergence_rollout_stalled_seconds Seconds since the spec write of each rollout older than the stall threshold, by the next stage not reached and why; capped.
 # TYPE kube_convergence_rollout_stalled_seconds gauge
 kube_convergence_rollout_stalled_seconds{kind="Certificate.cert-manager.io",name="tls",namespace="ns",reason="not_observed",stage="observed"} 540
 kube_convergence_rollout_stalled_seconds{kind="Deployment",name="web",namespace="ns",reason="not_observed",stage="observed"} 180
-# HELP kube_convergence_rollout_stalled_series_dropped_total Stalled rollouts not exposed by kube_convergence_rollout_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per episode.
+# HELP kube_convergence_rollout_stalled_series_dropped_total Stalled rollouts left out of kube_convergence_rollout_stalled_seconds by stall.seriesLimit, counted once per episode.
 # TYPE kube_convergence_rollout_stalled_series_dropped_total counter
 kube_convergence_rollout_stalled_series_dropped_total 1
 # HELP kube_convergence_rollouts_in_progress Rollout episodes open now: written, not yet converged or otherwise closed.

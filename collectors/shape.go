@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 )
 
 // The two pieces of metric shape every tracking collector repeats. They are
@@ -20,21 +22,23 @@ import (
 type SeriesCap struct {
 	limit   int
 	dropped prometheus.Counter
+	family  metric.Family
 	keys    map[string]bool
 }
 
-// NewSeriesCap returns a cap of limit series whose dropped counter has name
-// and help.
-func NewSeriesCap(name, help string, limit int) *SeriesCap {
+// NewSeriesCap returns a cap of limit series whose dropped counter is
+// dropped, a counter family without labels.
+func NewSeriesCap(dropped metric.Family, limit int) *SeriesCap {
 	return &SeriesCap{
 		limit:   limit,
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}),
+		dropped: dropped.NewCounter(),
+		family:  dropped,
 		keys:    map[string]bool{},
 	}
 }
 
 // Dropped is the counter to register.
-func (s *SeriesCap) Dropped() prometheus.Counter { return s.dropped }
+func (s *SeriesCap) Dropped() metric.Declared { return metric.Declare(s.dropped, s.family) }
 
 // Admit reports whether the i-th series of this scrape (0-based, in the
 // order of importance: oldest first) is exposed; a key left out is counted

@@ -33,6 +33,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 )
 
 // Name is the collector's name in the config file and the collector label.
@@ -47,9 +48,26 @@ const AnnotationProbe = "kube-convergence.io/admission-probe"
 // than half of, or close to, the timeout" with an existing le bucket.
 var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8, 1, 1.6, 2, 2.5, 4, 5, 7.5, 8, 10, 12, 15, 24, 30}
 
-var webhooksDesc = prometheus.NewDesc("kube_convergence_admission_probe_webhooks",
-	"1 for each admission webhook an admission probe's request matches by its rules, namespaceSelector (on the live Namespace's labels) and objectSelector (on the probe object's labels); webhooks with matchConditions, and matchPolicy Equivalent webhooks whose rules name the resource in another group or version, are listed as possible matches. A probe's duration is about the sum of these webhooks' latencies.",
-	[]string{"probe", "configuration", "webhook", "type"}, nil)
+// The admission probe families; their detail is in docs/metrics.md.
+var (
+	probeDuration = metric.Family{
+		Name: "kube_convergence_admission_probe_duration_seconds", Type: metric.Histogram,
+		Help:   "Duration of an admission probe's dry-run request as the exporter saw it, admission webhooks and the round trip included.",
+		Labels: []string{"probe"},
+	}
+	probeResults = metric.Family{
+		Name: "kube_convergence_admission_probe_results_total", Type: metric.Counter,
+		Help:   "Admission probe requests by result: allowed, denied, timeout or error.",
+		Labels: []string{"probe", "result"},
+	}
+	probeWebhooks = metric.Family{
+		Name: "kube_convergence_admission_probe_webhooks", Type: metric.Gauge,
+		Help:   "1 for each admission webhook that an admission probe's request matches, or possibly matches.",
+		Labels: []string{"probe", "configuration", "webhook", "type"},
+	}
+
+	webhooksDesc = probeWebhooks.Desc()
+)
 
 // Collector runs the configured probes.
 type Collector struct {
@@ -69,16 +87,10 @@ type Collector struct {
 // New returns the admission_probes collector.
 func New(cfg *config.Config, logger *slog.Logger) *Collector {
 	return &Collector{
-		probes: cfg.AdmissionProbes,
-		logger: logger.With("collector", Name),
-		duration: prometheus.NewHistogramVec(latency.HistogramOpts(
-			"kube_convergence_admission_probe_duration_seconds",
-			"Duration of an admission probe's dry-run request (dryRun=All) as the exporter saw it: the API server's whole handling, admission webhooks included, plus the round trip. Every answer is observed, denials and timeouts too.",
-			Buckets), []string{"probe"}),
-		results: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_admission_probe_results_total",
-			Help: "Admission probe requests by result: allowed (2xx); denied (an admission webhook's, a ValidatingAdmissionPolicy's or a built-in admission plugin's refusal); timeout (a webhook call's deadline under failurePolicy Fail, a 504, or the probe's own timeout); error (anything else, RBAC 403 and unserved resources included; logged once per probe until the next success).",
-		}, []string{"probe", "result"}),
+		probes:   cfg.AdmissionProbes,
+		logger:   logger.With("collector", Name),
+		duration: probeDuration.NewHistogramVec(latency.BucketOpts(Buckets)),
+		results:  probeResults.NewCounterVec(),
 	}
 }
 
@@ -98,10 +110,8 @@ func (c *Collector) Resources() []informers.Resource {
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	for _, m := range []prometheus.Collector{c.duration, c.results, c} {
-		if err := reg.Register(m); err != nil {
-			return err
-		}
+	if err := metric.Register(reg, metric.Declare(c.duration, probeDuration), metric.Declare(c.results, probeResults), c); err != nil {
+		return err
 	}
 	for _, p := range c.probes {
 		c.duration.WithLabelValues(p.Name)
@@ -323,8 +333,8 @@ func resolve(d discovery.DiscoveryInterface, p config.AdmissionProbe) (schema.Gr
 // Describe implements prometheus.Collector (the matched-webhooks family).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- webhooksDesc }
 
-// MetricType implements metricdoc.Typed.
-func (c *Collector) MetricType(string) string { return "gauge" }
+// Families implements metric.Declared (the matched-webhooks family).
+func (c *Collector) Families() []metric.Family { return []metric.Family{probeWebhooks} }
 
 // Collect implements prometheus.Collector: the webhooks each probe's
 // request matches, from the current configurations.

@@ -23,6 +23,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -54,23 +55,36 @@ var kinds = map[informers.Resource]string{
 // fight over. Never Pods: thousands per cluster, one writer per field.
 var ownershipKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true}
 
+// The churn families; their detail is in docs/metrics.md.
 var (
-	updatesDesc = prometheus.NewDesc("kube_convergence_object_updates_total",
-		"Updates of watched objects received live (watch MODIFIED events), per kind and namespace; generation_changed says whether metadata.generation moved (a spec change). "+
-			"Objects delivered by a list cycle (initial list, relist) are not counted, and identical rewrites never reach a watch (the API server does not store them). "+
-			"Resources in churn.exclude (default nodes, endpointslices.discovery.k8s.io) are not counted.",
-		[]string{"kind", "namespace", "generation_changed"}, nil)
-	hotDesc = prometheus.NewDesc("kube_convergence_hot_object_writes",
-		"Writes to one object by one field manager received in the last churn.window (default 5m), exposed only above churn.hotWrites (default 60). "+
-			"manager is the manager of the managedFields entry with the newest time after the write (unknown without one); on busy objects, the entry that changed since the previous version (ambiguous when several did). Capped at stall.seriesLimit series, most writes first.",
-		[]string{"kind", "namespace", "name", "manager"}, nil)
-	flapsDesc = prometheus.NewDesc("kube_convergence_field_ownership_flaps_total",
-		"Writes that moved the sole ownership of a field path (managedFields, decoded with structured-merge-diff's fieldpath) back to the manager it had moved away from within churn.flapWindow (default 10m): "+
-			"two writers fighting over a field. One per write and manager pair; manager_a is the lexicographically smaller; pairs beyond churn.maxPairs fold into other/other. "+
-			"Deployments, StatefulSets, DaemonSets and the custom resources configured under resources: (kind Kind.group). Apply conflicts without force (409) and webhook mutations (owned by the requester) are invisible here.",
-		[]string{"kind", "manager_a", "manager_b"}, nil)
-	decodeErrorsDesc = prometheus.NewDesc("kube_convergence_field_ownership_decode_errors_total",
-		"managedFields entries whose fieldsV1 could not be decoded; their fields are left out of ownership.", nil, nil)
+	objectUpdates = metric.Family{
+		Name: "kube_convergence_object_updates_total", Type: metric.Counter,
+		Help:   "Updates of watched objects received live (watch MODIFIED events), by whether metadata.generation moved.",
+		Labels: []string{"kind", "namespace", "generation_changed"},
+	}
+	hotObjectWrites = metric.Family{
+		Name: "kube_convergence_hot_object_writes", Type: metric.Gauge,
+		Help:   "Writes to one object by one field manager in the last churn.window, exposed only above churn.hotWrites; capped.",
+		Labels: []string{"kind", "namespace", "name", "manager"},
+	}
+	ownershipFlaps = metric.Family{
+		Name: "kube_convergence_field_ownership_flaps_total", Type: metric.Counter,
+		Help:   "Writes that gave a field path's sole ownership back to the manager it had moved from within churn.flapWindow: two writers fighting.",
+		Labels: []string{"kind", "manager_a", "manager_b"},
+	}
+	ownershipDecodeErrors = metric.Family{
+		Name: "kube_convergence_field_ownership_decode_errors_total", Type: metric.Counter,
+		Help: "managedFields entries whose fieldsV1 could not be decoded; their fields are left out of ownership.",
+	}
+	hotObjectWritesDropped = metric.Family{
+		Name: "kube_convergence_hot_object_writes_series_dropped_total", Type: metric.Counter,
+		Help: "Hot (object, manager) pairs left out of kube_convergence_hot_object_writes by stall.seriesLimit, counted once per pair while it stays hot.",
+	}
+
+	updatesDesc      = objectUpdates.Desc()
+	hotDesc          = hotObjectWrites.Desc()
+	flapsDesc        = ownershipFlaps.Desc()
+	decodeErrorsDesc = ownershipDecodeErrors.Desc()
 )
 
 type updateKey struct {
@@ -126,8 +140,7 @@ func New(cfg *config.Config, watched []informers.Resource, logger *slog.Logger, 
 		}),
 		updates: map[updateKey]uint64{},
 		writers: map[string]writerState{},
-		hotCap: collectors.NewSeriesCap("kube_convergence_hot_object_writes_series_dropped_total",
-			"Hot (object, manager) pairs left out of kube_convergence_hot_object_writes by stall.seriesLimit, counted once per pair while it stays hot.", cfg.Stall.SeriesLimit),
+		hotCap:  collectors.NewSeriesCap(hotObjectWritesDropped, cfg.Stall.SeriesLimit),
 	}
 }
 
@@ -140,10 +153,7 @@ func (c *Collector) Resources() []informers.Resource { return c.resources }
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	if err := reg.Register(c); err != nil {
-		return err
-	}
-	return reg.Register(c.hotCap.Dropped())
+	return metric.Register(reg, c, c.hotCap.Dropped())
 }
 
 // Start implements collectors.Collector. Ownership state of objects not
@@ -456,10 +466,7 @@ func emit(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueTyp
 	}
 }
 
-// MetricType implements metricdoc.Typed.
-func (c *Collector) MetricType(name string) string {
-	if name == "kube_convergence_hot_object_writes" {
-		return "gauge"
-	}
-	return "counter"
+// Families implements metric.Declared.
+func (c *Collector) Families() []metric.Family {
+	return []metric.Family{objectUpdates, hotObjectWrites, ownershipFlaps, ownershipDecodeErrors}
 }

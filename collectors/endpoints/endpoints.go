@@ -40,9 +40,8 @@ type Collector struct {
 	now    func() time.Time
 	m      *metrics
 
-	mu      sync.Mutex // guards tr and created; pod, service and slice handlers run concurrently
-	tr      *tracker.EndpointTracker
-	created map[string]bool // namespace label values whose series exist at zero
+	mu sync.Mutex // guards tr; pod, service and slice handlers run concurrently
+	tr *tracker.EndpointTracker
 
 	pods, services, slices cache.SharedIndexInformer
 }
@@ -50,12 +49,11 @@ type Collector struct {
 // New returns the endpoints collector.
 func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collector {
 	return &Collector{
-		cfg:     cfg,
-		logger:  logger.With("collector", Name),
-		now:     now,
-		m:       newMetrics(),
-		tr:      tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointBuckets}),
-		created: map[string]bool{},
+		cfg:    cfg,
+		logger: logger.With("collector", Name),
+		now:    now,
+		m:      newMetrics(),
+		tr:     tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointBuckets}),
 	}
 }
 
@@ -283,6 +281,5 @@ func (c *Collector) onNamespaceDeleted(ns string) {
 	defer c.mu.Unlock()
 	if label := c.cfg.NamespaceLabelValue(ns); label == ns {
 		c.m.deleteNamespace(label)
-		delete(c.created, label)
 	}
 }

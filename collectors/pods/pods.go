@@ -36,10 +36,9 @@ type Collector struct {
 	now    func() time.Time
 	m      *metrics
 
-	mu      sync.Mutex // guards tr and the maps below; pod and node handlers run concurrently
-	tr      *tracker.PodTracker
-	seenNS  map[string]bool    // namespace label values seen, for zero-initialised reasons
-	created map[[2]string]bool // (namespace label, owner_kind) whose series exist at zero
+	mu     sync.Mutex // guards tr and seenNS; pod and node handlers run concurrently
+	tr     *tracker.PodTracker
+	seenNS map[string]bool // namespace label values seen, for zero-initialised reasons
 
 	pods, nodes cache.SharedIndexInformer
 }
@@ -56,8 +55,7 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 			Thresholds: latency.PodStartupBuckets,
 			StallAfter: cfg.StallThreshold("Pod", stall),
 		}),
-		seenNS:  map[string]bool{},
-		created: map[[2]string]bool{},
+		seenNS: map[string]bool{},
 	}
 }
 
@@ -216,9 +214,4 @@ func (c *Collector) onNamespaceDeleted(ns string) {
 	}
 	c.m.deleteNamespace(label)
 	delete(c.seenNS, label)
-	for k := range c.created {
-		if k[0] == label {
-			delete(c.created, k)
-		}
-	}
 }

@@ -88,7 +88,7 @@ func TestCollectorOverInformers(t *testing.T) {
 
 	clk.add(2 * time.Minute)
 	want := `
-# HELP kube_convergence_pod_stalled_series_dropped_total Stalled pods not exposed by kube_convergence_pod_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per not-ready spell.
+# HELP kube_convergence_pod_stalled_series_dropped_total Stalled pods left out of kube_convergence_pod_stalled_seconds by stall.seriesLimit, counted once per not-ready spell.
 # TYPE kube_convergence_pod_stalled_series_dropped_total counter
 kube_convergence_pod_stalled_series_dropped_total 1
 `

@@ -26,6 +26,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -103,6 +104,21 @@ func (r *resource) current(run int) bool {
 	return run == r.run || (r.prev != nil && run == r.prev.run)
 }
 
+// The custom resource families besides the episodes' (collectors.Episodes);
+// their detail is in docs/metrics.md.
+var (
+	resourceState = metric.Family{
+		Name: "kube_convergence_resource_state", Type: metric.Gauge,
+		Help:   "1 for the current state of each configured custom resource, 0 for its other states.",
+		Labels: []string{"resource", "state"},
+	}
+	resourceDecodeErrors = metric.Family{
+		Name: "kube_convergence_resource_decode_errors_total", Type: metric.Counter,
+		Help:   "Custom resource objects whose observedGeneration could not be read, counted once per object.",
+		Labels: []string{"resource"},
+	}
+)
+
 // New returns the resources collector, feeding ep (shared with rollouts).
 // stall is --stall.threshold.
 func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
@@ -112,14 +128,10 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 		now:    now,
 		stall:  stall,
 		ep:     ep,
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kube_convergence_resource_state",
-			Help: "1 for the current state of each configured custom resource (resource in the API server's form, e.g. certificates.cert-manager.io), 0 for the others: tracking; crd_missing (no CRD, or not Established); version_not_served (the configured version is not served); no_status_subresource (status writes would bump the generation, it could never converge); forbidden (RBAC denies list or watch). Only tracking resources count for /readyz.",
-		}, []string{"resource", "state"}),
-		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_resource_decode_errors_total",
-			Help: "Custom resource objects whose observedGeneration could not be read (the configured path absent from the object, or not an integer), counted once per object; such an object is judged without the observed stage. Each is logged once.",
-		}, []string{"resource"}),
+
+		state:        resourceState.NewGaugeVec(),
+		decodeErrors: resourceDecodeErrors.NewCounterVec(),
+
 		resources: map[string]*resource{},
 		stallOf:   map[tracker.Kind]time.Duration{},
 		decoded:   map[string]bool{},
@@ -178,10 +190,8 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 	if err := c.ep.Register(reg); err != nil {
 		return err
 	}
-	for _, m := range []prometheus.Collector{c.state, c.decodeErrors} {
-		if err := reg.Register(m); err != nil {
-			return err
-		}
+	if err := metric.Register(reg, metric.Declare(c.state, resourceState), metric.Declare(c.decodeErrors, resourceDecodeErrors)); err != nil {
+		return err
 	}
 	for _, name := range c.order {
 		c.decodeErrors.WithLabelValues(name)

@@ -22,6 +22,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -32,28 +33,38 @@ const Name = config.Retries
 // KindNone is the kind label of an Event without a regarding object.
 const KindNone = "none"
 
+// The retries families; their detail is in docs/metrics.md.
 var (
-	retriesDesc = prometheus.NewDesc("kube_convergence_controller_retries_total",
-		"Occurrences of Warning Events (events.k8s.io/v1) counted while the exporter watched: the increase of max(series.count, deprecatedCount, 1) per Event. "+
-			"A lower bound on a controller's failed attempts: event recorders drop and batch occurrences (docs/retries.md); an initial list or a relist sets the baseline without counting. "+
-			"controller is reportingController (else deprecatedSource.component), kind the regarding object's kind (Kind.group outside the groups kube-apiserver serves itself, CRDs under k8s.io included; none without one); "+
-			"values beyond retries.maxReasons, and label sets beyond stall.seriesLimit, fold into other; label sets idle for an hour are released.",
-		[]string{"controller", "reason", "kind"}, nil)
-	intervalDesc = prometheus.NewDesc("kube_convergence_controller_retry_interval_seconds",
-		"Gap between two consecutive live occurrences of a Warning Event on the same object, reason and controller, measured on the exporter's receipt of each write. "+
-			"Writes that add several occurrences at once (recorder batching) are not observed; gaps the recorder times (290 s or more on legacy-recorder Events, an events.k8s.io series written after count 2) are left out as recorder-limited "+
-			"(kube_convergence_controller_retry_intervals_recorder_limited_total).",
-		[]string{"controller", "kind"}, nil)
-	limitedDesc = prometheus.NewDesc("kube_convergence_controller_retry_intervals_recorder_limited_total",
-		"Gaps between Warning Event occurrences that the event recorder times, not the controller: 290 s or more on a legacy-recorder (core/v1) Event (its spam filter admits one event per object and source every 5 minutes after a burst of 25; 10 s margin for delivery), "+
-			"and any write of an events.k8s.io series after count 2 (written only on the recorder's 30-minute refresh or when the series ends); left out of kube_convergence_controller_retry_interval_seconds.",
-		[]string{"controller", "kind"}, nil)
-	failingDesc = prometheus.NewDesc("kube_convergence_controller_failing_objects",
-		"Objects whose last Warning Event occurrence (per controller, reason and kind) is younger than retries.failingWindow (default 10m). "+
-			"Events delivered by a list cycle count from their own last-occurrence time.",
-		[]string{"controller", "reason", "kind"}, nil)
-	trackedDesc = prometheus.NewDesc("kube_convergence_controller_retry_events_tracked",
-		"Warning Event UIDs whose last count the retries collector holds.", nil, nil)
+	controllerRetries = metric.Family{
+		Name: "kube_convergence_controller_retries_total", Type: metric.Counter,
+		Help:   "Warning Event occurrences counted while the exporter watched, by controller, reason and kind: a lower bound on a controller's failed attempts.",
+		Labels: []string{"controller", "reason", "kind"},
+	}
+	retryInterval = metric.Family{
+		Name: "kube_convergence_controller_retry_interval_seconds", Type: metric.Histogram,
+		Help:   "Gap between two consecutive live occurrences of a Warning Event on the same object, reason and controller, as received.",
+		Labels: []string{"controller", "kind"},
+	}
+	retryIntervalsRecorderLimited = metric.Family{
+		Name: "kube_convergence_controller_retry_intervals_recorder_limited_total", Type: metric.Counter,
+		Help:   "Gaps between Warning Event occurrences that the event recorder times, not the controller; left out of the retry interval histogram.",
+		Labels: []string{"controller", "kind"},
+	}
+	failingObjects = metric.Family{
+		Name: "kube_convergence_controller_failing_objects", Type: metric.Gauge,
+		Help:   "Objects whose last Warning Event occurrence, per controller, reason and kind, is younger than retries.failingWindow.",
+		Labels: []string{"controller", "reason", "kind"},
+	}
+	retryEventsTracked = metric.Family{
+		Name: "kube_convergence_controller_retry_events_tracked", Type: metric.Gauge,
+		Help: "Warning Event UIDs whose last count the retries collector holds.",
+	}
+
+	retriesDesc  = controllerRetries.Desc()
+	intervalDesc = retryInterval.Desc()
+	limitedDesc  = retryIntervalsRecorderLimited.Desc()
+	failingDesc  = failingObjects.Desc()
+	trackedDesc  = retryEventsTracked.Desc()
 )
 
 // Collector counts retries from Warning Events.
@@ -95,7 +106,7 @@ func (c *Collector) Resources() []informers.Resource {
 }
 
 // Register implements collectors.Collector.
-func (c *Collector) Register(reg prometheus.Registerer) error { return reg.Register(c) }
+func (c *Collector) Register(reg prometheus.Registerer) error { return metric.Register(reg, c) }
 
 // Start implements collectors.Collector. The handler is attached once the
 // informer has synced: its replay of the cache is the initial list, which
@@ -251,15 +262,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(trackedDesc, prometheus.GaugeValue, float64(events))
 }
 
-// MetricType implements metricdoc.Typed: every family is computed at scrape
+// Families implements metric.Declared: every family is computed at scrape
 // time.
-func (c *Collector) MetricType(name string) string {
-	switch name {
-	case "kube_convergence_controller_retries_total", "kube_convergence_controller_retry_intervals_recorder_limited_total":
-		return "counter"
-	case "kube_convergence_controller_retry_interval_seconds":
-		return "histogram"
-	default:
-		return "gauge"
-	}
+func (c *Collector) Families() []metric.Family {
+	return []metric.Family{controllerRetries, retryInterval, retryIntervalsRecorderLimited, failingObjects, retryEventsTracked}
 }

@@ -18,7 +18,7 @@ type metrics struct {
 }
 
 func newMetrics(e *collectors.Episodes) *metrics {
-	return &metrics{Episodes: e, duration: e.Duration, recoveredDuration: e.RecoveredDuration, exceeded: e.Exceeded, recovered: e.Recovered}
+	return &metrics{Episodes: e, duration: e.Duration.HistogramVec, recoveredDuration: e.RecoveredDuration.HistogramVec, exceeded: e.Duration.Exceeded, recovered: e.Recovered}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
@@ -35,20 +36,26 @@ type Collector struct {
 	dropped, evicted prometheus.CounterFunc
 }
 
+// The timeline store's families; their detail is in docs/metrics.md.
+var (
+	entriesDropped = metric.Family{
+		Name: "kube_convergence_timeline_entries_dropped_total", Type: metric.Counter,
+		Help: "Timeline entries not kept because their episode already held --timelines.max-entries.",
+	}
+	episodesEvicted = metric.Family{
+		Name: "kube_convergence_timeline_episodes_evicted_total", Type: metric.Counter,
+		Help: "Closed episodes evicted from the timeline store, oldest closed first, to keep --timelines.retained closed ones.",
+	}
+)
+
 // New returns the collector of store.
 func New(store *timeline.Store, logger *slog.Logger, now func() time.Time) *Collector {
 	return &Collector{
-		store:  store,
-		logger: logger.With("collector", Name),
-		now:    now,
-		dropped: prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "kube_convergence_timeline_entries_dropped_total",
-			Help: "Timeline entries not kept because their episode already held --timelines.max-entries: the first half and the last half of an episode's entries are kept, the ones in between dropped (the episode's entriesDropped in /api/v1/timelines says how many).",
-		}, func() float64 { d, _ := store.Stats(); return float64(d) }),
-		evicted: prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "kube_convergence_timeline_episodes_evicted_total",
-			Help: "Closed episodes evicted from the timeline store, oldest closed first, to keep --timelines.retained closed ones (open episodes are always kept).",
-		}, func() float64 { _, e := store.Stats(); return float64(e) }),
+		store:   store,
+		logger:  logger.With("collector", Name),
+		now:     now,
+		dropped: entriesDropped.NewCounterFunc(func() float64 { d, _ := store.Stats(); return float64(d) }),
+		evicted: episodesEvicted.NewCounterFunc(func() float64 { _, e := store.Stats(); return float64(e) }),
 	}
 }
 
@@ -63,12 +70,7 @@ func (c *Collector) Resources() []informers.Resource {
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	for _, m := range []prometheus.Collector{c.dropped, c.evicted} {
-		if err := reg.Register(m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return metric.Register(reg, metric.Declare(c.dropped, entriesDropped), metric.Declare(c.evicted, episodesEvicted))
 }
 
 // Start implements collectors.Collector. Events of the initial list are

@@ -91,14 +91,14 @@ func TestCollectExposition(t *testing.T) {
 	var logs bytes.Buffer
 	c, client := startCollector(t, now, &logs, vwc, ns, svc, slice)
 	want := `
-# HELP kube_convergence_webhook_findings 1 while an admission webhook has a risky configuration, absent otherwise. finding: timeout_too_long, unscoped, fail_closed_unscoped, matches_kube_system, matches_own_namespace, self_blocking, wildcard_resources, wildcard_operations, dry_run_unsafe, no_ready_endpoints, ca_bundle_expiring (docs/webhooks.md gives each one's meaning and remedy).
+# HELP kube_convergence_webhook_findings 1 while an admission webhook has a risky configuration, by finding, absent otherwise.
 # TYPE kube_convergence_webhook_findings gauge
 kube_convergence_webhook_findings{configuration="cfg",finding="no_ready_endpoints",type="validating",webhook="a.kce.test"} 1
 kube_convergence_webhook_findings{configuration="cfg",finding="timeout_too_long",type="validating",webhook="a.kce.test"} 1
-# HELP kube_convergence_webhook_info Admission webhooks of the cluster's Validating- and MutatingWebhookConfigurations, 1 each, with their settings (v1 defaults applied): type validating or mutating, client service or url.
+# HELP kube_convergence_webhook_info Admission webhooks of the cluster's Validating- and MutatingWebhookConfigurations, 1 each, with their settings (v1 defaults applied).
 # TYPE kube_convergence_webhook_info gauge
 kube_convergence_webhook_info{client="service",configuration="cfg",failure_policy="Fail",match_policy="Equivalent",reinvocation_policy="",side_effects="None",type="validating",webhook="a.kce.test"} 1
-# HELP kube_convergence_webhook_timeout_seconds timeoutSeconds of an admission webhook (10 when unset): the longest the API server waits for it on each matching write. The API server's apiserver_admission_webhook_admission_duration_seconds names the webhook in label name and says type admit for mutating.
+# HELP kube_convergence_webhook_timeout_seconds timeoutSeconds of an admission webhook (10 when unset): the longest the API server waits for it on each matching write.
 # TYPE kube_convergence_webhook_timeout_seconds gauge
 kube_convergence_webhook_timeout_seconds{configuration="cfg",type="validating",webhook="a.kce.test"} 15
 `

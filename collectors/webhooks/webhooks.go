@@ -25,6 +25,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 )
 
@@ -35,22 +36,39 @@ const Name = config.Webhooks
 // mounted: the exporter's own namespace in cluster.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// The webhook audit's families; their detail is in docs/metrics.md.
 var (
-	infoDesc = prometheus.NewDesc("kube_convergence_webhook_info",
-		"Admission webhooks of the cluster's Validating- and MutatingWebhookConfigurations, 1 each, with their settings (v1 defaults applied): type validating or mutating, client service or url.",
-		[]string{"configuration", "webhook", "type", "failure_policy", "side_effects", "match_policy", "reinvocation_policy", "client"}, nil)
-	timeoutDesc = prometheus.NewDesc("kube_convergence_webhook_timeout_seconds",
-		"timeoutSeconds of an admission webhook (10 when unset): the longest the API server waits for it on each matching write. The API server's apiserver_admission_webhook_admission_duration_seconds names the webhook in label name and says type admit for mutating.",
-		[]string{"configuration", "webhook", "type"}, nil)
-	caExpiryDesc = prometheus.NewDesc("kube_convergence_webhook_ca_bundle_expiry_timestamp_seconds",
-		"Earliest NotAfter (Unix seconds) among the certificates in an admission webhook's clientConfig.caBundle. Absent when the bundle is empty (system roots) or holds no parsable PEM certificate (logged once).",
-		[]string{"configuration", "webhook", "type"}, nil)
-	slowDesc = prometheus.NewDesc("kube_convergence_webhook_slow_ratio",
-		"Share of an admission webhook's calls between the last two reads of the API server's apiserver_admission_webhook_admission_duration_seconds (every webhooks.apiServerMetrics.interval) that took longer than the largest API server bucket at or below half of its timeoutSeconds; type admit is mutating. Only with webhooks.apiServerMetrics.enabled (needs get on the non-resource URL /metrics); exact only with one API server replica, since each read reaches one replica.",
-		[]string{"webhook", "type"}, nil)
-	findingDesc = prometheus.NewDesc("kube_convergence_webhook_findings",
-		"1 while an admission webhook has a risky configuration, absent otherwise. finding: timeout_too_long, unscoped, fail_closed_unscoped, matches_kube_system, matches_own_namespace, self_blocking, wildcard_resources, wildcard_operations, dry_run_unsafe, no_ready_endpoints, ca_bundle_expiring (docs/webhooks.md gives each one's meaning and remedy).",
-		[]string{"configuration", "webhook", "type", "finding"}, nil)
+	webhookInfo = metric.Family{
+		Name: "kube_convergence_webhook_info", Type: metric.Gauge,
+		Help:   "Admission webhooks of the cluster's Validating- and MutatingWebhookConfigurations, 1 each, with their settings (v1 defaults applied).",
+		Labels: []string{"configuration", "webhook", "type", "failure_policy", "side_effects", "match_policy", "reinvocation_policy", "client"},
+	}
+	webhookTimeout = metric.Family{
+		Name: "kube_convergence_webhook_timeout_seconds", Type: metric.Gauge,
+		Help:   "timeoutSeconds of an admission webhook (10 when unset): the longest the API server waits for it on each matching write.",
+		Labels: []string{"configuration", "webhook", "type"},
+	}
+	webhookCAExpiry = metric.Family{
+		Name: "kube_convergence_webhook_ca_bundle_expiry_timestamp_seconds", Type: metric.Gauge,
+		Help:   "Earliest NotAfter, in Unix seconds, among the certificates in an admission webhook's clientConfig.caBundle.",
+		Labels: []string{"configuration", "webhook", "type"},
+	}
+	webhookSlowRatio = metric.Family{
+		Name: "kube_convergence_webhook_slow_ratio", Type: metric.Gauge,
+		Help:   "Share of an admission webhook's calls, between the last two reads of the API server's metrics, slower than half of its timeout.",
+		Labels: []string{"webhook", "type"},
+	}
+	webhookFindings = metric.Family{
+		Name: "kube_convergence_webhook_findings", Type: metric.Gauge,
+		Help:   "1 while an admission webhook has a risky configuration, by finding, absent otherwise.",
+		Labels: []string{"configuration", "webhook", "type", "finding"},
+	}
+
+	infoDesc     = webhookInfo.Desc()
+	timeoutDesc  = webhookTimeout.Desc()
+	caExpiryDesc = webhookCAExpiry.Desc()
+	slowDesc     = webhookSlowRatio.Desc()
+	findingDesc  = webhookFindings.Desc()
 )
 
 // Collector exports the webhook audit.
@@ -91,7 +109,7 @@ func (c *Collector) Resources() []informers.Resource {
 }
 
 // Register implements collectors.Collector.
-func (c *Collector) Register(reg prometheus.Registerer) error { return reg.Register(c) }
+func (c *Collector) Register(reg prometheus.Registerer) error { return metric.Register(reg, c) }
 
 // Start implements collectors.Collector: it takes the shared informers (the
 // audit runs at scrape time on their caches) and, with
@@ -181,8 +199,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// MetricType implements metricdoc.Typed: every family is a gauge.
-func (c *Collector) MetricType(string) string { return "gauge" }
+// Families implements metric.Declared.
+func (c *Collector) Families() []metric.Family {
+	return []metric.Family{webhookInfo, webhookTimeout, webhookCAExpiry, webhookFindings, webhookSlowRatio}
+}
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {

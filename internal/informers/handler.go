@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 )
 
 // handlerLagBuckets are in seconds: watch delivery on an idle API server is
@@ -14,6 +16,13 @@ import (
 // exporter's own delay is worth seeing from half a millisecond; the top is
 // the liveness timeout's order of magnitude.
 var handlerLagBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// handlerLag's detail is in docs/metrics.md.
+var handlerLag = metric.Family{
+	Name: "kube_convergence_handler_lag_seconds", Type: metric.Histogram,
+	Help:   "Time from the receipt of a live watch event until the collector's handler finished with it: the exporter's own delay.",
+	Labels: []string{"collector"},
+}
 
 // handlers holds what the wrapped event handlers of every collector report:
 // the handler lag histogram and each handler's progress, for liveness.
@@ -28,12 +37,7 @@ type handlers struct {
 func newHandlers(now func() time.Time) *handlers {
 	return &handlers{
 		now: now,
-		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kube_convergence_handler_lag_seconds",
-			Help: "Time from the receipt of a live watch event (when the watch decoder handed it to the reflector) until the collector's handler finished with it: the exporter's own delay, " +
-				"which every duration it reports includes unless the tracker is timed at receipt (they are). Objects delivered by a list cycle are not observed.",
-			Buckets: handlerLagBuckets,
-		}, []string{"collector"}),
+		lag: handlerLag.NewHistogramVec(prometheus.HistogramOpts{Buckets: handlerLagBuckets}),
 	}
 }
 
@@ -143,5 +147,5 @@ func (f *Factory) Wedged(now time.Time, timeout time.Duration) (collector string
 
 // Register registers the factory's own metrics (the handler lag) on reg.
 func (f *Factory) Register(reg prometheus.Registerer) error {
-	return reg.Register(f.handlers.lag)
+	return reg.Register(metric.Declare(f.handlers.lag, handlerLag))
 }

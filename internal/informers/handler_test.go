@@ -46,7 +46,7 @@ func TestHandlerLagAndLiveness(t *testing.T) {
 	h.OnAdd(stamped("c", clk.Now(), false), true)
 	h.OnUpdate(nil, &corev1.Pod{})
 	want := `
-# HELP kube_convergence_handler_lag_seconds Time from the receipt of a live watch event (when the watch decoder handed it to the reflector) until the collector's handler finished with it: the exporter's own delay, which every duration it reports includes unless the tracker is timed at receipt (they are). Objects delivered by a list cycle are not observed.
+# HELP kube_convergence_handler_lag_seconds Time from the receipt of a live watch event until the collector's handler finished with it: the exporter's own delay.
 # TYPE kube_convergence_handler_lag_seconds histogram
 `
 	if n := testutil.CollectAndCount(reg, "kube_convergence_handler_lag_seconds"); n != 1 {

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 )
 
 // Label values. They are a public interface: dashboards and rules match them.
@@ -39,6 +41,47 @@ var (
 // top matches the 300 s of kubeproxy_network_programming_duration_seconds.
 var lagBuckets = []float64{0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 120, 300}
 
+// The list/watch families. Their detail (what counts as a relist, which
+// stream end is which reason, how the lag is estimated) is in
+// docs/metrics.md and docs/watch.md.
+var (
+	watchRelists = metric.Family{
+		Name: "kube_convergence_watch_relists_total", Type: metric.Counter,
+		Help:   "List cycles (full re-reads of the collection by LIST or a WatchList stream) started by an informer's reflector, by cause.",
+		Labels: []string{"resource", "reason"},
+	}
+	watchRestarts = metric.Family{
+		Name: "kube_convergence_watch_restarts_total", Type: metric.Counter,
+		Help:   "Watch streams, WatchList streams included, that ended, by reason.",
+		Labels: []string{"resource", "reason"},
+	}
+	watchBookmarks = metric.Family{
+		Name: "kube_convergence_watch_bookmarks_total", Type: metric.Counter,
+		Help:   "BOOKMARK events received on watch streams, including the initial-events-end bookmark of WatchList streams.",
+		Labels: []string{"resource"},
+	}
+	watchEvents = metric.Family{
+		Name: "kube_convergence_watch_events_total", Type: metric.Counter,
+		Help:   "ADDED, MODIFIED and DELETED events received on watch streams, WatchList initial events included; LIST results are not counted.",
+		Labels: []string{"resource", "type"},
+	}
+	watchLastEvent = metric.Family{
+		Name: "kube_convergence_watch_last_event_timestamp_seconds", Type: metric.Gauge,
+		Help:   "Unix time in seconds when the last ADDED, MODIFIED, DELETED or BOOKMARK watch event was received.",
+		Labels: []string{"resource"},
+	}
+	watchInitialSync = metric.Family{
+		Name: "kube_convergence_watch_initial_sync_duration_seconds", Type: metric.Gauge,
+		Help:   "Duration of the last completed list cycle, from its first request to its last LIST page or initial-events-end bookmark.",
+		Labels: []string{"resource"},
+	}
+	watchDeliveryLag = metric.Family{
+		Name: "kube_convergence_watch_delivery_lag_seconds", Type: metric.Histogram,
+		Help:   "Estimate, to the second, of the delay between an API write and the receipt of its watch event, from the object's managedFields times.",
+		Labels: []string{"resource"},
+	}
+)
+
 // Metrics holds the list/watch metrics of the exporter's informers.
 type Metrics struct {
 	relists     *prometheus.CounterVec
@@ -60,48 +103,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func newMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	m := &Metrics{
-		relists: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_watch_relists_total",
-			Help: "List cycles (full re-reads of the collection by LIST or by a WatchList stream with sendInitialEvents=true) started by the informer's reflector, by cause: " +
-				"initial = the first cycle of this informer; expired = the previous watch or list failed with 410 Gone (its resource version is older than the watch cache or etcd still holds); " +
-				"error = anything else forced it: another failed LIST or WATCH request, or a watch stream that ended within 1 s of its request without any event (client-go's VeryShortWatchError). " +
-				"A cycle counts once however many requests it takes: LIST pages, the immediate retry after a 410, a WatchList stream's fall-back to LIST. " +
-				"A watch resumed from its last resource version is not a relist.",
-		}, []string{"resource", "reason"}),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_watch_restarts_total",
-			Help: "Watch streams (WatchList streams included) that ended, by reason: timeout = the server closed it without error at or after its requested timeoutSeconds; " +
-				"closed = it ended earlier without error: a broken connection or an API server shutting down (client-go ends the stream cleanly on both), the client stopping it, " +
-				"or the empty stream client-go returns after retrying a failing watch request for about 10 s (one per 10 s while the API server is unreachable); " +
-				"error = an ERROR event other than 410 (including stream decode errors); expired = an ERROR event with 410 Gone.",
-		}, []string{"resource", "reason"}),
-		bookmarks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_watch_bookmarks_total",
-			Help: "BOOKMARK events received on watch streams, including the initial-events-end bookmark of WatchList streams.",
-		}, []string{"resource"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kube_convergence_watch_events_total",
-			Help: "ADDED, MODIFIED and DELETED events received on watch streams, including the initial events of WatchList (sendInitialEvents=true) streams; objects returned by LIST are not counted.",
-		}, []string{"resource", "type"}),
-		lastEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kube_convergence_watch_last_event_timestamp_seconds",
-			Help: "Unix time in seconds when the last ADDED, MODIFIED, DELETED or BOOKMARK watch event was received. Absent until the first one.",
-		}, []string{"resource"}),
-		initialSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kube_convergence_watch_initial_sync_duration_seconds",
-			Help: "Duration of the last completed list cycle, from its first request (LIST or WatchList stream) to its last LIST page or initial-events-end bookmark, retries within the cycle included. Absent until the first cycle completes.",
-		}, []string{"resource"}),
-		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kube_convergence_watch_delivery_lag_seconds",
-			Help: "Estimated delay between an API write and receipt of its watch event: receive time minus the newest metadata.managedFields[].time of the object, " +
-				"observed for live ADDED and MODIFIED events (not DELETED, not LIST results, not the initial events of a WatchList stream) whose newest managedFields time is newer than any seen before for the object's UID. " +
-				"An estimate with one-second precision: managedFields times are truncated to the second, so values read up to 1 s high; clock skew between API server and exporter adds to it; negative values are observed as 0.",
-			Buckets: lagBuckets,
-		}, []string{"resource"}),
-		now: now,
+		relists:     watchRelists.NewCounterVec(),
+		restarts:    watchRestarts.NewCounterVec(),
+		bookmarks:   watchBookmarks.NewCounterVec(),
+		events:      watchEvents.NewCounterVec(),
+		lastEvent:   watchLastEvent.NewGaugeVec(),
+		initialSync: watchInitialSync.NewGaugeVec(),
+		lag:         watchDeliveryLag.NewHistogramVec(prometheus.HistogramOpts{Buckets: lagBuckets}),
+		now:         now,
 	}
 	if reg != nil {
-		reg.MustRegister(m.relists, m.restarts, m.bookmarks, m.events, m.lastEvent, m.initialSync, m.lag)
+		reg.MustRegister(
+			metric.Declare(m.relists, watchRelists),
+			metric.Declare(m.restarts, watchRestarts),
+			metric.Declare(m.bookmarks, watchBookmarks),
+			metric.Declare(m.events, watchEvents),
+			metric.Declare(m.lastEvent, watchLastEvent),
+			metric.Declare(m.initialSync, watchInitialSync),
+			metric.Declare(m.lag, watchDeliveryLag),
+		)
 	}
 	return m
 }

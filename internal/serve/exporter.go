@@ -22,6 +22,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 )
 
 // Exporter is the running exporter: collectors over shared informers.
@@ -56,6 +57,20 @@ const (
 	stateSynced                          // every informer synced once
 )
 
+// The exporter's own families; their detail is in docs/metrics.md.
+var (
+	collectorUp = metric.Family{
+		Name: "kube_convergence_collector_up", Type: metric.Gauge,
+		Help:   "1 if the collector is running; 0 while its access reviews are unanswered, or when RBAC or a failed start disabled it.",
+		Labels: []string{"collector"},
+	}
+	informerSynced = metric.Family{
+		Name: "kube_convergence_informer_synced", Type: metric.Gauge,
+		Help:   "1 once the informer of the resource used by the collector has completed its initial list; 0 before.",
+		Labels: []string{"collector", "resource"},
+	}
+)
+
 // New builds an exporter. It registers the self-observability metrics and
 // every collector's metrics on reg.
 func New(client kubernetes.Interface, apiServer string, factory *informers.Factory, cs []collectors.Collector, reg prometheus.Registerer, logger *slog.Logger) (*Exporter, error) {
@@ -71,19 +86,13 @@ func New(client kubernetes.Interface, apiServer string, factory *informers.Facto
 		// 30 s between attempts, for as long as the process runs: an error
 		// is never taken as an answer (see permissions).
 		reviewBackoff: wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second},
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kube_convergence_collector_up",
-			Help: "1 if the collector is running; 0 while its access reviews are unanswered (retried with backoff; the exporter is not ready meanwhile), or if it is disabled because RBAC forbids listing or watching one of its resources, or because it failed to start. /readyz names the state of each collector.",
-		}, []string{"collector"}),
-		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kube_convergence_informer_synced",
-			Help: "1 once the informer of the resource (in the API server's form, e.g. pods, deployments.apps) used by the collector has completed its initial list; 0 before.",
-		}, []string{"collector", "resource"}),
+		up:            collectorUp.NewGaugeVec(),
+		synced:        informerSynced.NewGaugeVec(),
 	}
-	if err := reg.Register(e.up); err != nil {
+	if err := reg.Register(metric.Declare(e.up, collectorUp)); err != nil {
 		return nil, fmt.Errorf("register collector_up: %w", err)
 	}
-	if err := reg.Register(e.synced); err != nil {
+	if err := reg.Register(metric.Declare(e.synced, informerSynced)); err != nil {
 		return nil, fmt.Errorf("register informer_synced: %w", err)
 	}
 	if factory != nil {

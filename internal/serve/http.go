@@ -12,15 +12,40 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/listwatch"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
+
+var webInfoFamily = metric.Family{
+	Name: "kube_convergence_web_info", Type: metric.Gauge,
+	Help:   "Always 1; external_url is --web.external-url, so dashboards and rule annotations can link to the exporter.",
+	Labels: []string{"external_url"},
+}
+
+// buildInfo is the family client_golang's version collector builds, with
+// a help of one sentence: the same name and constant labels, read from
+// prometheus/common/version (set by the Makefile's -ldflags).
+func buildInfo() metric.Family {
+	return metric.Family{
+		Name: "kube_convergence_build_info", Type: metric.Gauge,
+		Help: "Always 1, labeled with the version, revision, branch, Go version, OS, architecture and build tags of the exporter.",
+		ConstLabels: prometheus.Labels{
+			"version":   version.Version,
+			"revision":  version.GetRevision(),
+			"branch":    version.Branch,
+			"goversion": version.GoVersion,
+			"goos":      version.GoOS,
+			"goarch":    version.GoArch,
+			"tags":      version.GetTags(),
+		},
+	}
+}
 
 // RegisterOptions configure Register.
 type RegisterOptions struct {
@@ -35,15 +60,11 @@ type RegisterOptions struct {
 // informer's list and watch (nil without o.Watch). Collector and
 // self-observability metrics are registered by New.
 func Register(reg prometheus.Registerer, o RegisterOptions) (informers.Wrapper, error) {
-	webInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kube_convergence_web_info",
-		Help: "Always 1; external_url is --web.external-url, so dashboards and rule annotations can link to the exporter.",
-	}, []string{"external_url"})
+	webInfo := webInfoFamily.NewGaugeVec()
 	webInfo.WithLabelValues(o.ExternalURL).Set(1)
-	for _, c := range []prometheus.Collector{versioncollector.NewCollector("kube_convergence"), webInfo} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register info metrics: %w", err)
-		}
+	build := buildInfo()
+	if err := metric.Register(reg, metric.Declare(build.NewGaugeFunc(func() float64 { return 1 }), build), metric.Declare(webInfo, webInfoFamily)); err != nil {
+		return nil, fmt.Errorf("register info metrics: %w", err)
 	}
 	if !o.Watch {
 		// The list/watch layer also stamps every object with its receive
