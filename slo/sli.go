@@ -26,47 +26,19 @@ type LatencyMetric struct {
 }
 
 // LabelValues is a label and its possible values (nil: open-ended).
-type LabelValues struct {
-	Name   string
-	Values []string
-}
+type LabelValues = latency.Label
 
-// LatencyMetrics lists the histograms a latency SLI can read. The names,
-// labels and values are the public interface of the collector issues (#4
-// rollouts, #5 pods and endpoints); the buckets are internal/latency's, so
-// a threshold that is not a boundary is caught here and not by an SLI that
-// matches nothing in production.
+// LatencyMetrics lists the histograms a latency SLI can read: the SLIs
+// the collectors declare (latency.SLIs), so a threshold that is not a
+// boundary, or a label the histogram does not have, is caught here and not
+// by an SLI that matches nothing in production.
 func LatencyMetrics() []LatencyMetric {
-	return []LatencyMetric{
-		{
-			Histogram: "kube_convergence_rollout_duration_seconds",
-			Exceeded:  "kube_convergence_rollout_threshold_exceeded_total",
-			Buckets:   latency.RolloutBuckets,
-			Labels: []LabelValues{
-				{"kind", []string{"Deployment", "StatefulSet", "DaemonSet"}},
-				{"namespace", nil},
-				// observed is the observedGeneration lag.
-				{"stage", []string{"observed", "updated", "available", "ready", "endpoints_ready"}},
-				{"change", []string{"create", "template", "scale", "other"}},
-			},
-		},
-		{
-			Histogram: "kube_convergence_pod_startup_seconds",
-			Exceeded:  "kube_convergence_pod_startup_threshold_exceeded_total",
-			Buckets:   latency.PodStartupBuckets,
-			Labels: []LabelValues{
-				{"namespace", nil},
-				{"owner_kind", nil}, // ReplicaSet, StatefulSet, DaemonSet, Job, none, ... any controller kind
-				{"stage", []string{"scheduled", "ready_to_start_containers", "initialized", "containers_ready", "ready"}},
-			},
-		},
-		{
-			Histogram: "kube_convergence_endpoint_propagation_seconds",
-			Exceeded:  "kube_convergence_endpoint_propagation_threshold_exceeded_total",
-			Buckets:   latency.EndpointBuckets,
-			Labels:    []LabelValues{{"namespace", nil}},
-		},
+	slis := latency.SLIs()
+	out := make([]LatencyMetric, len(slis))
+	for i, h := range slis {
+		out[i] = LatencyMetric{Histogram: h.Name, Exceeded: h.Exceeded.Name, Buckets: slices.Clone(h.Buckets), Labels: slices.Clone(h.Labels)}
 	}
+	return out
 }
 
 func latencyMetric(name string) (LatencyMetric, bool) {
