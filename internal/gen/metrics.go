@@ -20,18 +20,38 @@ const (
 	endMetrics   = "<!-- END METRIC REFERENCE -->\n"
 )
 
-// MetricReference renders the table of every metric the exporter registers
-// (its own process and Go metrics excepted).
-func MetricReference() (string, error) {
+// metricDetail is the page that holds each metric's detail, one section
+// per metric whose anchor is the metric's name: the reference gives one
+// sentence and links there.
+const metricDetail = "docs/metrics.md"
+
+// registeredMetrics are the declarations of every metric the exporter
+// registers (its own process and Go metrics excepted), each linked to its
+// section of metricDetail.
+func registeredMetrics() ([]metricdoc.Metric, error) {
 	rec := metricdoc.NewRecorder()
 	if _, err := serve.Register(rec, serve.RegisterOptions{Watch: true}); err != nil {
-		return "", err
+		return nil, err
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if _, err := serve.New(nil, "", informers.New(nil, nil, logger), all.Collectors(all.Options{Logger: logger}), rec, logger); err != nil {
+		return nil, err
+	}
+	ms := rec.Metrics()
+	for i := range ms {
+		ms[i].Doc = metricDetail + "#" + ms[i].Name
+	}
+	return ms, nil
+}
+
+// MetricReference renders the table of every metric the exporter registers
+// (its own process and Go metrics excepted).
+func MetricReference() (string, error) {
+	ms, err := registeredMetrics()
+	if err != nil {
 		return "", err
 	}
-	return metricdoc.Markdown(rec.Metrics()), nil
+	return metricdoc.Markdown(ms), nil
 }
 
 // readmeWithMetrics returns the README with its metric reference region
