@@ -53,7 +53,7 @@ func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collect
 		logger: logger.With("collector", Name),
 		now:    now,
 		m:      newMetrics(),
-		tr:     tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointBuckets}),
+		tr:     tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointPropagation.Buckets}),
 	}
 }
 

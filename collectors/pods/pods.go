@@ -52,7 +52,7 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 		now:    now,
 		m:      newMetrics(cfg.Stall.SeriesLimit),
 		tr: tracker.NewPodTracker(tracker.PodStartupConfig{
-			Thresholds: latency.PodStartupBuckets,
+			Thresholds: latency.PodStartup.Buckets,
 			StallAfter: cfg.StallThreshold("Pod", stall),
 		}),
 		seenNS: map[string]bool{},

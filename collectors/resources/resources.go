@@ -138,7 +138,7 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 		notReady:  map[string]string{},
 	}
 	c.tr = tracker.NewRolloutTracker(tracker.RolloutConfig{
-		Thresholds: latency.RolloutBuckets,
+		Thresholds: latency.RolloutDuration.Buckets,
 		// Read under c.mu, like every tracker call.
 		StallAfter: func(k tracker.Kind) time.Duration {
 			if d, ok := c.stallOf[k]; ok {

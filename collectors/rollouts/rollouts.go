@@ -61,7 +61,7 @@ func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, l
 		now:    now,
 		m:      newMetrics(ep),
 		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
-			Thresholds: latency.RolloutBuckets,
+			Thresholds: latency.RolloutDuration.Buckets,
 			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
 		}),
 	}

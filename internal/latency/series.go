@@ -122,8 +122,10 @@ func (s *Series) Observe(v float64, exemplar prometheus.Labels, lvs ...string) {
 }
 
 // Cross counts a crossing of the threshold-th bucket boundary by an
-// episode of lvs that had not reached its stage. The tracker reports each
-// crossing once; this counts what it reports.
+// episode of lvs that had not reached its stage: threshold is an index in
+// the declaration's Buckets, which is why the collectors configure their
+// tracker with those Buckets. The tracker reports each crossing once; this
+// counts what it reports.
 func (s *Series) Cross(threshold int, lvs ...string) {
 	var l [maxLabels]string
 	s.Exceeded.WithLabelValues(append(append(l[:0], lvs...), s.thresholds[threshold])...).Inc()
