@@ -33,8 +33,9 @@ type Series struct {
 	mu sync.Mutex
 	// opened holds the label values (joined by keySep) whose series exist
 	// at zero, with their namespace value: opening them again is one map
-	// lookup instead of a WithLabelValues per stage and threshold (85 for
-	// a Deployment, 135 for a pod), and a deleted namespace forgets them.
+	// lookup instead of a WithLabelValues per stage and threshold (72 for
+	// a Deployment: 4 stages, 17 buckets; 140 for a pod: 5 stages, 27
+	// buckets), and a deleted namespace forgets them.
 	opened map[string]string
 }
 
