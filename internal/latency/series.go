@@ -105,7 +105,7 @@ func (s *Series) Open(lvs ...string) {
 		ns = lvs[s.namespace]
 	}
 	s.opened[string(k)] = ns
-	s.HistogramVec.WithLabelValues(lvs...)
+	s.WithLabelValues(lvs...)
 	if s.Exceeded == nil {
 		return
 	}
@@ -119,7 +119,7 @@ func (s *Series) Open(lvs ...string) {
 // Observe records v seconds on the series of lvs with its exemplar (nil
 // for none).
 func (s *Series) Observe(v float64, exemplar prometheus.Labels, lvs ...string) {
-	Observe(s.HistogramVec.WithLabelValues(lvs...), v, exemplar)
+	Observe(s.WithLabelValues(lvs...), v, exemplar)
 }
 
 // Cross counts a crossing of the threshold-th bucket boundary by an
@@ -142,7 +142,7 @@ func (s *Series) ForgetNamespace(ns string) {
 	match := prometheus.Labels{"namespace": ns}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.HistogramVec.DeletePartialMatch(match)
+	s.DeletePartialMatch(match)
 	if s.Exceeded != nil {
 		s.Exceeded.DeletePartialMatch(match)
 	}

@@ -15,7 +15,7 @@ type scrapeOnly struct{ d *prometheus.Desc }
 
 func (s scrapeOnly) Describe(ch chan<- *prometheus.Desc) { ch <- s.d }
 func (s scrapeOnly) Collect(chan<- prometheus.Metric)    {}
-func (s scrapeOnly) Families() []metric.Family          { return []metric.Family{computed} }
+func (s scrapeOnly) Families() []metric.Family           { return []metric.Family{computed} }
 
 func declare(f metric.Family, c prometheus.Collector) metric.Declared { return metric.Declare(c, f) }
 
