@@ -126,7 +126,7 @@ func (c *Collector) onEvent(obj any, initial bool) {
 	at, listed := informers.ReceivedOr(e, c.now)
 	w := Warning(e)
 	c.mu.Lock()
-	c.tr.Observe(w, at, initial || listed)
+	c.tr.Observe(w, tracker.Seen{At: at, Live: !initial && !listed})
 	c.mu.Unlock()
 }
 

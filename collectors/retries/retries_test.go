@@ -228,7 +228,7 @@ func TestCreatedTimestamps(t *testing.T) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.tr.Observe(tracker.Warning{UID: uid, Controller: "replicaset-controller", Reason: reason, Kind: "ReplicaSet",
-			Object: "rs", Count: count, Legacy: true}, at, false)
+			Object: "rs", Count: count, Legacy: true}, tracker.LiveAt(at))
 	}
 	// Born before the first scrape, with 14 occurrences and an interval.
 	warn("a", "FailedCreate", 13, start.Add(time.Second))
