@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -100,59 +99,35 @@ func (c *Collector) Register(reg prometheus.Registerer) error { return reg.Regis
 // Start implements collectors.Collector. The handler is attached once the
 // informer has synced: its replay of the cache is the initial list, which
 // sets every Event's baseline.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
-	inf, err := f.Informer(informers.WarningEvents)
-	if err != nil {
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+	if _, err := informers.Watch(f, Name, informers.WarningEvents, c.handlers()); err != nil {
 		return fmt.Errorf("retries: %w", err)
 	}
-	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{inf}, func() error {
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc:    func(obj any, initial bool) { c.onEvent(obj, initial) },
-			UpdateFunc: c.onUpdate,
-			DeleteFunc: c.onDelete,
-		})); err != nil {
-			return fmt.Errorf("watch warning events: %w", err)
-		}
-		return nil
-	}, c.now, nil)
 	return nil
 }
 
-func (c *Collector) onEvent(obj any, initial bool) {
-	e, ok := obj.(*eventsv1.Event)
-	if !ok || e.Type != "Warning" {
-		return
+// handlers observe Warning Events. An Event that expired (--event-ttl) and
+// was written again under its name while the watch was down (the recorders
+// create it again when their PATCH gets NotFound) is gone, then new: its
+// old uid is forgotten.
+func (c *Collector) handlers() informers.Handlers[eventsv1.Event] {
+	return informers.Handlers[eventsv1.Event]{
+		Changed: func(_, e *eventsv1.Event, seen informers.Seen) {
+			if e.Type != "Warning" {
+				return
+			}
+			w := Warning(e)
+			c.mu.Lock()
+			c.tr.Observe(w, seen)
+			c.mu.Unlock()
+		},
+		Gone: func(e *eventsv1.Event, _ informers.Seen) {
+			c.mu.Lock()
+			c.tr.Delete(string(e.UID))
+			c.mu.Unlock()
+		},
+		Now: c.now,
 	}
-	at, listed := informers.ReceivedOr(e, c.now)
-	w := Warning(e)
-	c.mu.Lock()
-	c.tr.Observe(w, tracker.Seen{At: at, Live: !initial && !listed})
-	c.mu.Unlock()
-}
-
-// onUpdate observes an Event's new version. An Event that expired
-// (--event-ttl) and was written again under its name while the watch was
-// down (the recorders create it again when their PATCH gets NotFound)
-// reaches it at the relist with another uid (informers.Recreated): the old
-// uid is forgotten first, as its deletion would have been; otherwise it
-// stays tracked forever.
-func (c *Collector) onUpdate(oldObj, obj any) {
-	if old, ok := oldObj.(*eventsv1.Event); ok && informers.Recreated(old, obj) {
-		c.mu.Lock()
-		c.tr.Delete(string(old.UID))
-		c.mu.Unlock()
-	}
-	c.onEvent(obj, false)
-}
-
-func (c *Collector) onDelete(obj any) {
-	e, ok := informers.Unwrap(obj).(*eventsv1.Event)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	c.tr.Delete(string(e.UID))
-	c.mu.Unlock()
 }
 
 // Warning reads what the tracker needs from an Event.

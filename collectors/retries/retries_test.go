@@ -260,11 +260,11 @@ func TestEventRecreatedDuringAWatchGap(t *testing.T) {
 	now := time.Now()
 	c := New(config.Default(), slog.New(slog.DiscardHandler), func() time.Time { return now })
 	old := legacyEvent("web.1", 3)
-	c.onEvent(old, false)
+	informers.Handle(c.handlers()).OnAdd(old, false)
 	cur := legacyEvent("web.1", 4)
 	cur.UID = "uid-web.1-recreated"
 	informers.Stamp(cur, now, true)
-	c.onUpdate(old, cur)
+	informers.Handle(c.handlers()).OnUpdate(old, cur)
 	c.mu.Lock()
 	events, _ := c.tr.Tracked()
 	c.mu.Unlock()
