@@ -3,8 +3,10 @@
 // type=Warning), per controller, reason and regarding kind; the gaps between
 // occurrences on one object; the objects failing now. It is a lower bound:
 // event recorders drop and batch occurrences (docs/retries.md). The counting
-// is in package tracker (retries.go); this package adapts the shared Warning
-// Events informer to it and its counts to metrics.
+// is in package tracker (retries.go), the reading of an Event in package
+// records (warning.go, shared with the timelines collector); this package
+// adapts the shared Warning Events informer to them and its counts to
+// metrics.
 package retries
 
 import (
@@ -16,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -27,9 +28,6 @@ import (
 
 // Name is the collector's name in the config file and the collector label.
 const Name = config.Retries
-
-// KindNone is the kind label of an Event without a regarding object.
-const KindNone = "none"
 
 var (
 	retriesDesc = prometheus.NewDesc("kube_convergence_controller_retries_total",
@@ -116,7 +114,7 @@ func (c *Collector) handlers() informers.Handlers[eventsv1.Event] {
 			if e.Type != "Warning" {
 				return
 			}
-			w := Warning(e)
+			w := records.Warning(e)
 			c.mu.Lock()
 			c.tr.Observe(w, seen)
 			c.mu.Unlock()
@@ -128,60 +126,6 @@ func (c *Collector) handlers() informers.Handlers[eventsv1.Event] {
 		},
 		Now: c.now,
 	}
-}
-
-// Warning reads what the tracker needs from an Event.
-func Warning(e *eventsv1.Event) tracker.Warning {
-	controller := e.ReportingController
-	if controller == "" {
-		controller = e.DeprecatedSource.Component
-	}
-	count := max(e.DeprecatedCount, 1)
-	last := e.DeprecatedLastTimestamp.Time
-	if e.Series != nil {
-		count = max(count, e.Series.Count)
-		last = e.Series.LastObservedTime.Time
-	}
-	if last.IsZero() {
-		last = e.EventTime.Time
-	}
-	object := string(e.Regarding.UID)
-	if object == "" && e.Regarding.Name != "" {
-		object = e.Regarding.Namespace + "/" + e.Regarding.Name
-	}
-	started := e.EventTime.Time
-	if e.DeprecatedFirstTimestamp.After(started) {
-		started = e.DeprecatedFirstTimestamp.Time
-	}
-	return tracker.Warning{
-		UID:        string(e.UID),
-		Created:    e.CreationTimestamp.Time,
-		Started:    started,
-		Controller: controller,
-		Reason:     e.Reason,
-		Kind:       KindOf(e.Regarding.APIVersion, e.Regarding.Kind),
-		Object:     object,
-		Count:      count,
-		// The events.k8s.io recorder never sets deprecatedCount; the legacy
-		// recorder starts it at 1 (client-go tools/record makeEvent).
-		Legacy:   e.DeprecatedCount > 0,
-		LastSeen: last,
-	}
-}
-
-// KindOf is the kind label of a regarding object: records.KindLabel (its
-// Kind for the groups kube-apiserver serves, Kind.group for others, as the
-// resources collector labels custom resources), none without a kind, and
-// other for an apiVersion that does not parse.
-func KindOf(apiVersion, kind string) string {
-	if kind == "" {
-		return KindNone
-	}
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return tracker.LabelOther
-	}
-	return records.KindLabel(gv.Group, kind)
 }
 
 // Describe implements prometheus.Collector.

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
 
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
@@ -96,8 +96,8 @@ func (c *Collector) onEvent(old, e *eventsv1.Event, seen informers.Seen) {
 	if e.Type != "Warning" || e.Regarding.UID == "" {
 		return
 	}
-	w := retries.Warning(e)
-	if old != nil && retries.Warning(old).Count >= w.Count && old.Note == e.Note {
+	w := records.Warning(e)
+	if old != nil && records.Warning(old).Count >= w.Count && old.Note == e.Note {
 		return
 	}
 	entry := timeline.Entry{
