@@ -35,8 +35,11 @@ build:
 tools:
 	@tools/build.sh
 
+# lint before the unit tests: collectors/layering_test.go runs the
+# golangci-lint that lint installs.
 test: tools build
 	$(GO) vet ./...
+	$(MAKE) lint
 	$(MAKE) test-unit test-e2e
 
 # Unit packages run with the race detector: handlers of different informers,
@@ -66,8 +69,12 @@ demo: tools build
 generate:
 	$(GO) run ./internal/gen
 
+## lint: golangci-lint (the pinned version, installed into .bin/ when absent
+## or another version) with .golangci.yml, whose depguard rules hold the
+## layering of ARCHITECTURE.md.
 lint:
-	@test -x $(BIN)/golangci-lint || GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@$(BIN)/golangci-lint version --short 2>/dev/null | grep -qx '$(GOLANGCI_LINT_VERSION:v%=%)' || \
+		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	$(BIN)/golangci-lint run ./...
 
 clean:
