@@ -42,7 +42,7 @@ func newMetrics(limit int) *metrics {
 		dropped: collectors.NewSeriesCap("kube_convergence_pod_stalled_series_dropped_total",
 			"Stalled pods not exposed by kube_convergence_pod_stalled_seconds because the series cap (stall.seriesLimit) was reached, counted once per not-ready spell.", limit),
 		notReadyDesc: prometheus.NewDesc("kube_convergence_pods_not_ready",
-			"Pods not terminating, in phase Pending or Running, whose Ready condition is not True, by the most specific reason: scheduling_gated (spec.schedulingGates not empty: waiting for an admission queue), unschedulable, image_pull, crash_loop, init_failing, readiness_gate (containers ready, a readiness gate not True), readiness_failing, node_not_ready, other. Every reason is exposed, 0 included, for each namespace that had pods.",
+			"Pods not terminating, in phase Pending or Running, whose Ready condition is not True, by the most specific reason: scheduling_gated (spec.schedulingGates not empty: waiting for an admission queue), unschedulable, node_not_ready, init_failing, image_pull, crash_loop, readiness_gate (containers ready, a readiness gate not True), readiness_failing, other. Every reason is exposed, 0 included, for each namespace that had pods.",
 			[]string{"namespace", "reason"}, nil),
 		stalledDesc: prometheus.NewDesc("kube_convergence_pod_stalled_seconds",
 			"Seconds a pod has not been ready, since its creation (or its last scheduling gate's removal; gated pods are not stalled) or since it stopped being Ready, when longer than the stall threshold (stall.perKind.Pod, else --stall.threshold); stage is the next startup condition not True, reason as in kube_convergence_pods_not_ready. One series per stalled pod, capped.",
