@@ -45,16 +45,9 @@ func runExplain(t *testing.T, args ...string) (code int, stdout, stderr string) 
 // \u001b). It records the escaped path of every request.
 func recordedAPI(t *testing.T) (srv *httptest.Server, paths *[]string) {
 	t.Helper()
-	raw, err := os.ReadFile(recordedAnswer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list struct {
+	list := struct {
 		Items []timeline.Episode `json:"items"`
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		t.Fatal(err)
-	}
+	}{recordedEpisodes(t)}
 	paths = new([]string)
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*paths = append(*paths, r.URL.EscapedPath())
@@ -125,6 +118,14 @@ func TestExplainGolden(t *testing.T) {
 // explainNow.
 func renderText(t *testing.T) string {
 	t.Helper()
+	var b strings.Builder
+	web.WriteText(&b, recordedEpisodes(t), explainNow)
+	return b.String()
+}
+
+// recordedEpisodes decodes the recorded answer into the model.
+func recordedEpisodes(t *testing.T) []timeline.Episode {
+	t.Helper()
 	raw, err := os.ReadFile(recordedAnswer)
 	if err != nil {
 		t.Fatal(err)
@@ -135,9 +136,7 @@ func renderText(t *testing.T) string {
 	if err := json.Unmarshal(raw, &list); err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	web.WriteText(&b, list.Items, explainNow)
-	return b.String()
+	return list.Items
 }
 
 // assertTerminalSafe fails on any byte or rune a terminal could interpret
