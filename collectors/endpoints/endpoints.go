@@ -73,7 +73,7 @@ func (c *Collector) Register(reg prometheus.Registerer) error { return c.m.regis
 // Start implements collectors.Collector. Handlers are attached once pods,
 // Services and slices have synced, so that a pod's selecting Services are
 // read from a complete cache.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	for _, x := range []struct {
 		inf *cache.SharedIndexInformer
 		r   informers.Resource

@@ -84,7 +84,7 @@ const indexNode = "pods-node"
 // Start implements collectors.Collector. Handlers are attached once pods and
 // nodes have synced, so that every pod of the initial list is classified
 // with its node known.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	var err error
 	if c.pods, err = f.Informer(informers.Pods); err != nil {
 		return fmt.Errorf("pods: %w", err)
