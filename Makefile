@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e rules-test rules-mutation demo generate lint tools clean
+.PHONY: all build test test-unit test-e2e rules-test rules-mutation demo generate lint tools chromium clean
 
 all: build
 
@@ -35,8 +35,12 @@ build:
 tools:
 	@tools/build.sh
 
-test: tools build
+# chromium first, so that a machine without it stops before the builds;
+# lint before the unit tests: collectors/layering_test.go runs the
+# golangci-lint that lint installs.
+test: chromium tools build
 	$(GO) vet ./...
+	$(MAKE) lint
 	$(MAKE) test-unit test-e2e
 
 # Unit packages run with the race detector: handlers of different informers,
@@ -44,8 +48,22 @@ test: tools build
 test-unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 
-test-e2e:
+test-e2e: chromium
 	$(GO) test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
+
+## chromium: Debian's chromium for the browser tests (e2e/browser_test.go
+## fails without it). Installed with apt-get when missing and this user may
+## (root, apt-get present); otherwise make stops with the command to run.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: the browser tests need Chromium as chromium on the PATH, and this system has no apt-get: install it with the system's package manager (Debian: apt-get install -y chromium)" >&2; exit 1; \
+	  elif [ "$$(id -u)" != 0 ]; then \
+	    echo "make: the browser tests need Debian's chromium, which is missing; run: sudo apt-get update && sudo apt-get install -y chromium" >&2; exit 1; \
+	  fi; \
+	  echo "make: installing Debian's chromium for the browser tests (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	}
 
 ## rules-test: promtool check rules and promtool test rules on the bundled
 ## rules (part of test-unit too; needs the promtool of make tools).
@@ -66,8 +84,12 @@ demo: tools build
 generate:
 	$(GO) run ./internal/gen
 
+## lint: golangci-lint (the pinned version, installed into .bin/ when absent
+## or another version) with .golangci.yml, whose depguard rules hold the
+## layering of ARCHITECTURE.md.
 lint:
-	@test -x $(BIN)/golangci-lint || GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@$(BIN)/golangci-lint version --short 2>/dev/null | grep -qx '$(GOLANGCI_LINT_VERSION:v%=%)' || \
+		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	$(BIN)/golangci-lint run ./...
 
 clean:

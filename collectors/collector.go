@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
@@ -57,17 +56,9 @@ func Tick(ctx context.Context, period time.Duration, now func() time.Time, f fun
 // cardinality must not grow with the namespaces a cluster ever had. The
 // collector must list informers.Namespaces in its Resources.
 func OnNamespaceDeleted(f *informers.Factory, collector string, fn func(namespace string)) error {
-	inf, err := f.Informer(informers.Namespaces)
-	if err != nil {
-		return err
-	}
-	_, err = inf.AddEventHandler(f.Handler(collector, cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if ns, ok := informers.Unwrap(obj).(*corev1.Namespace); ok {
-				fn(ns.Name)
-			}
-		},
-	}))
+	_, err := informers.Watch(f, collector, informers.Namespaces, informers.Handlers[corev1.Namespace]{
+		Gone: func(ns *corev1.Namespace, _ informers.Seen) { fn(ns.Name) },
+	})
 	return err
 }
 

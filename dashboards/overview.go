@@ -74,7 +74,7 @@ func overview(b *bundled) (*board, error) {
 		SortBy([]cog.Builder[common.TableSortByFieldState]{common.NewTableSortByFieldStateBuilder().DisplayName("Stalled for").Desc(true)})
 	stalledPods := tablePanel("Top stalled pods",
 		"The 10 pods not ready for longest past the stall threshold, with the next startup stage not reached and the reason "+
-			"(unschedulable, image_pull, crash_loop, init_failing, readiness_gate, readiness_failing, node_not_ready, other; gated pods are never stalled). "+
+			"(unschedulable, node_not_ready, init_failing, image_pull, crash_loop, readiness_gate, readiness_failing, other; gated pods are never stalled). "+
 			"Legitimately empty when no pod is stalled, which is the healthy state.",
 		map[string]string{"Value": "Not ready for"}, nil,
 		tableQuery(fmt.Sprintf(`topk(10, max by (cluster, namespace, name, stage, reason) (kube_convergence_pod_stalled_seconds{%s}))`, podSel))).

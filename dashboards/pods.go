@@ -93,8 +93,8 @@ func podsAndEndpoints(b *bundled) (*board, error) {
 
 	brd.row("Not ready")
 	notReady := timeseriesPanel("Pods not ready, by reason",
-		"Pods in phase Pending or Running, not terminating, whose Ready condition is not True, by the most specific reason: scheduling_gated (queued for admission), unschedulable, image_pull, "+
-			"crash_loop, init_failing, readiness_gate, readiness_failing, node_not_ready, other (pods starting normally are other until they are Ready). "+
+		"Pods in phase Pending or Running, not terminating, whose Ready condition is not True, by the most specific reason: scheduling_gated (queued for admission), unschedulable, node_not_ready, "+
+			"init_failing, image_pull, crash_loop, readiness_gate, readiness_failing, other (pods starting normally are other until they are Ready). "+
 			"0 is the steady state; every reason is exposed, 0 included, for each namespace that had pods, so the panel is empty only for namespaces without pods.",
 		units.Short,
 		series(fmt.Sprintf(`sum by (reason) (kube_convergence_pods_not_ready{%s})`, nsSel), "{{reason}}")).

@@ -121,8 +121,8 @@ func rollouts(b *bundled) (*board, error) {
 	stalledSel := withTimelineNamespace(fmt.Sprintf(`max by (cluster, kind, namespace, name, stage, reason) (kube_convergence_rollout_stalled_seconds{%s})`, sel))
 	stalled := withTimelineLink(tablePanel("Stalled rollouts",
 		"Every rollout older than the stall threshold (--stall.threshold, 5m by default; per kind in the configuration file) that has not converged: "+
-			"the next stage not reached, the most specific reason found (not_observed, replica_failure, unschedulable, image_pull, crash_loop, init_failing, "+
-			"readiness_failing, node_not_ready, progress_deadline_exceeded, other; docs/rollouts.md#stall-reasons), how long ago the spec was written and when. "+
+			"the next stage not reached, the most specific reason found (not_observed, replica_failure, unschedulable, node_not_ready, init_failing, image_pull, "+
+			"crash_loop, readiness_failing, progress_deadline_exceeded, other; docs/rollouts.md#stall-reasons), how long ago the spec was written and when. "+
 			"Legitimately empty when nothing is stalled, which is the healthy state. At most stall.seriesLimit rows (see the Exporter dashboard for drops). "+
 			timelineLinkHelp,
 		map[string]string{"Value #A": "Stalled for", "Value #B": "Written at", "kind": "Kind", "namespace": "Namespace", "name": "Name", "stage": "Waiting for", "reason": "Reason"}, nil,

@@ -21,8 +21,9 @@ import (
 // evaluates js into a T and returns it with every problem seen: a
 // JavaScript dialog (an injected alert), an exception, a console or log
 // error (a CSP violation is one), a request for a URL allowed refuses.
-// Without chromium the test fails: CI installs it (.ci/run), a developer
-// runs apt-get install chromium.
+// Without chromium the test fails: make test installs it (or stops with
+// the command to run), a developer running go test runs apt-get install
+// chromium.
 func openInBrowser[T any](ctx context.Context, t *testing.T, url, js string, allowed func(string) bool, opts ...chromedp.ExecAllocatorOption) (T, []string) {
 	t.Helper()
 	var out T

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,15 +9,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/config"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 )
 
 // Exit codes of `explain` (docs/timelines.md#explain).
@@ -68,7 +66,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		}
 		kind, name, ok := strings.Cut(*object, "/")
 		if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
-			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", visible(*object))
+			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", web.Visible(*object))
 		}
 		// The path's segments: . and .. are no Kubernetes name
 		// (apimachinery's path.IsValidPathSegmentName), and the
@@ -105,7 +103,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		if err != nil {
 			return fail(explainFailed, "%v", err)
 		}
-		where := "namespace " + visible(*namespace)
+		where := "namespace " + web.Visible(*namespace)
 		if *namespace == "" {
 			where = "the cluster scope (a namespaced object needs -n NAMESPACE)"
 		}
@@ -114,7 +112,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 			// An unknown kind: the API lists the accepted forms.
 			return fail(explainUsage, "%s", apiError(body))
 		case status == http.StatusNotFound:
-			return fail(explainFailed, "%s has no timeline of %s in %s: %s", target.Redacted(), visible(*object), where, apiError(body))
+			return fail(explainFailed, "%s has no timeline of %s in %s: %s", target.Redacted(), web.Visible(*object), where, apiError(body))
 		case status != http.StatusOK:
 			return fail(explainFailed, "GET %s: %s: %s", target.Redacted(), http.StatusText(status), apiError(body))
 		}
@@ -125,7 +123,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 			return fail(explainFailed, "GET %s: not a timeline answer: %v", target.Redacted(), err)
 		}
 		if len(list.Items) == 0 {
-			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), visible(*object), where)
+			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), web.Visible(*object), where)
 		}
 		if *format == explainJSON {
 			if err := writeJSON(stdout, body); err != nil {
@@ -133,7 +131,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 			}
 			return true, explainOK
 		}
-		writeTimeline(stdout, list.Items, now())
+		web.WriteText(stdout, list.Items, now())
 		return true, explainOK
 	}
 }
@@ -223,17 +221,17 @@ func apiError(body []byte) string {
 	}
 	if json.Unmarshal(body, &e) == nil {
 		if e.Error != "" {
-			return visible(e.Error)
+			return web.Visible(e.Error)
 		}
 		if e.Message != "" {
-			return visible(e.Message)
+			return web.Visible(e.Message)
 		}
 	}
 	s := strings.TrimSpace(string(body[:min(len(body), 512)]))
 	if s == "" {
 		return "empty answer"
 	}
-	return visible(s)
+	return web.Visible(s)
 }
 
 // writeJSON writes the API's answer indented. JSON escapes C0 controls
@@ -247,7 +245,7 @@ func writeJSON(w io.Writer, body []byte) error {
 	}
 	var out strings.Builder
 	for _, r := range buf.String() {
-		if r == '\n' || r == ' ' || isVisible(r) {
+		if r == '\n' || r == ' ' || web.VisibleRune(r) {
 			out.WriteRune(r)
 			continue
 		}
@@ -261,172 +259,4 @@ func writeJSON(w io.Writer, body []byte) error {
 	out.WriteByte('\n')
 	_, err := io.WriteString(w, out.String())
 	return err
-}
-
-// writeTimeline renders the episodes as text, newest generation first.
-// Every string from the cluster goes through visible.
-func writeTimeline(w io.Writer, eps []timeline.Episode, now time.Time) {
-	slices.SortStableFunc(eps, func(a, b timeline.Episode) int {
-		if c := cmp.Compare(b.Generation, a.Generation); c != 0 {
-			return c
-		}
-		return b.Start.Compare(a.Start)
-	})
-	first := eps[0]
-	fmt.Fprintf(w, "%s %s (uid %s): %d retained generation(s)\n", visible(first.Kind), objectName(first.Namespace, first.Name), visible(first.UID), len(eps))
-	for _, e := range eps {
-		fmt.Fprintln(w)
-		writeEpisode(w, e, now)
-	}
-}
-
-func writeEpisode(w io.Writer, e timeline.Episode, now time.Time) {
-	head := fmt.Sprintf("generation %d", e.Generation)
-	if e.Target != 0 && e.Target != e.Generation {
-		head += fmt.Sprintf(" (now judged against %d)", e.Target)
-	}
-	fmt.Fprintf(w, "%s, %s change\n", head, visible(e.Change))
-	state := visible(e.State)
-	if e.State == timeline.StateClosed {
-		state += fmt.Sprintf(" (%s) after %s", visible(e.Outcome), seconds(e.DurationSeconds))
-	} else {
-		state += fmt.Sprintf(" for %s", seconds(e.DurationSeconds))
-	}
-	if e.Recovered {
-		state += ", recovered (found in flight after an exporter start or a watch gap; timed from the API-side write)"
-	}
-	fmt.Fprintf(w, "  state:    %s\n", state)
-	if e.Stage != "" || e.Reason != "" {
-		fmt.Fprintf(w, "  held by:  stage %s, reason %s\n", orDash(e.Stage), orDash(e.Reason))
-	}
-	start := fmt.Sprintf("%s (%s ago)", stamp(e.Start), ago(now.Sub(e.Start)))
-	if !e.APIStart.IsZero() && !e.APIStart.Equal(e.Start) {
-		start += ", API time " + stamp(e.APIStart)
-	}
-	fmt.Fprintf(w, "  started:  %s\n", start)
-	if e.End != nil {
-		fmt.Fprintf(w, "  ended:    %s (%s ago)\n", stamp(*e.End), ago(now.Sub(*e.End)))
-	}
-	if e.TraceID != "" {
-		fmt.Fprintf(w, "  trace id: %s\n", visible(e.TraceID))
-	}
-	if len(e.Stages) > 0 {
-		fmt.Fprintln(w, "  stages:")
-		width := 0
-		for _, s := range e.Stages {
-			width = max(width, len(visible(s.Stage)))
-		}
-		for _, s := range e.Stages {
-			var d string
-			switch {
-			case s.Reached && s.DurationSeconds != nil:
-				d = seconds(*s.DurationSeconds)
-			case s.Reached:
-				d = "reached (before the exporter saw the episode)"
-			default:
-				d = "not reached"
-			}
-			fmt.Fprintf(w, "    %-*s  %s\n", width, visible(s.Stage), d)
-		}
-	}
-	if len(e.Entries) > 0 {
-		fmt.Fprintln(w, "  entries:")
-		entries := slices.Clone(e.Entries)
-		slices.SortStableFunc(entries, func(a, b timeline.Entry) int { return a.Time.Compare(b.Time) })
-		// visible leaves no tab in a cell: the columns hold.
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, en := range entries {
-			fmt.Fprintf(tw, "    %s\t%s\t%s\n", offset(en.Time.Sub(e.Start)), visible(string(en.Type)), describeEntry(en))
-		}
-		_ = tw.Flush() // w's errors are the caller's to see (a closed stdout)
-	}
-	if e.EntriesDropped > 0 {
-		// The store keeps the first and the last entries and drops the
-		// ones between.
-		fmt.Fprintf(w, "  (%d entries between the first and the last dropped at the exporter's --timelines.max-entries)\n", e.EntriesDropped)
-	}
-}
-
-// describeEntry is an entry's line after its time and type.
-func describeEntry(en timeline.Entry) string {
-	var parts []string
-	if en.Object != nil {
-		parts = append(parts, visible(en.Object.Kind)+" "+objectName(en.Object.Namespace, en.Object.Name))
-	}
-	switch {
-	case en.Type == timeline.EntryStage:
-		parts = append(parts, visible(en.Stage))
-	case en.Stage != "" && en.Reason != "":
-		parts = append(parts, "stage "+visible(en.Stage)+", reason "+visible(en.Reason))
-	case en.Stage != "":
-		parts = append(parts, "stage "+visible(en.Stage))
-	}
-	if en.Generation != 0 {
-		parts = append(parts, fmt.Sprintf("generation %d", en.Generation))
-	}
-	if en.Reason != "" && en.Stage == "" {
-		parts = append(parts, visible(en.Reason))
-	}
-	if en.Node != "" {
-		parts = append(parts, "node "+visible(en.Node))
-	}
-	if len(en.Managers) > 0 {
-		ms := make([]string, len(en.Managers))
-		for i, m := range en.Managers {
-			ms[i] = visible(m)
-		}
-		parts = append(parts, "managers "+strings.Join(ms, ", "))
-	}
-	if en.Count > 1 {
-		parts = append(parts, fmt.Sprintf("(x%d)", en.Count))
-	}
-	if en.Controller != "" {
-		parts = append(parts, "by "+visible(en.Controller))
-	}
-	if en.APITime != nil {
-		parts = append(parts, "API time "+stamp(*en.APITime))
-	}
-	line := strings.Join(parts, "  ")
-	if en.Message != "" {
-		line += ": " + visible(en.Message)
-	}
-	return line
-}
-
-func objectName(namespace, name string) string {
-	if namespace == "" {
-		return visible(name)
-	}
-	return visible(namespace) + "/" + visible(name)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return visible(s)
-}
-
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// seconds renders a duration in seconds as Go does, to the millisecond.
-func seconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
-}
-
-// ago is a coarse age: to the second.
-func ago(d time.Duration) string {
-	if d < 0 {
-		return "0s" // the exporter's clock ahead of ours
-	}
-	return d.Round(time.Second).String()
-}
-
-// offset is an entry's time after the episode's start: +1.234s.
-func offset(d time.Duration) string {
-	sign := "+"
-	if d < 0 {
-		sign, d = "-", -d // an API time before the exporter saw the write
-	}
-	return fmt.Sprintf("%s%.3fs", sign, d.Seconds())
 }

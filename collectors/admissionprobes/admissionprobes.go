@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/webhooks"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
@@ -344,12 +344,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.validating == nil {
 		return
 	}
-	hooks := webhooks.List(c.validating.GetStore(), c.mutating.GetStore())
+	hooks := admission.List(c.validating.GetStore(), c.mutating.GetStore())
 	for _, p := range c.probes {
 		// The request is sent at the object's version (resolve).
 		group, resource := p.GroupResource()
 		_, version := p.APIVersion()
-		req := webhooks.Request{Operation: admissionOp(p.Operation), Group: group, Version: version, Resource: resource, Namespaced: true}
+		req := admission.Request{Operation: admissionOp(p.Operation), Group: group, Version: version, Resource: resource, Namespaced: true}
 		nsLabels := map[string]string{corev1.LabelMetadataName: p.Namespace}
 		if o, ok, err := c.namespace.GetStore().GetByKey(p.Namespace); err == nil && ok {
 			if ns, ok := o.(*corev1.Namespace); ok {

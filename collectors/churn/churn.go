@@ -241,7 +241,7 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.decodeErrors += uint64(bad)
-		c.tr.Ownership(uid, kind, fp, entries, at, listed)
+		c.tr.Ownership(uid, kind, fp, entries, tracker.Seen{At: at, Live: !listed})
 	}
 }
 

@@ -82,7 +82,7 @@ func BenchmarkOwnershipMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		tr := tracker.NewChurnTracker(tracker.ChurnConfig{Window: 5 * time.Minute, HotWrites: 60, FlapWindow: 10 * time.Minute, MaxPairs: 50})
 		for _, uid := range uids {
-			tr.Ownership(uid, "Deployment", 1, entries, time.Now(), false)
+			tr.Ownership(uid, "Deployment", 1, entries, tracker.LiveAt(time.Now()))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

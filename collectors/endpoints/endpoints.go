@@ -69,9 +69,9 @@ func (c *Collector) Resources() []informers.Resource {
 func (c *Collector) Register(reg prometheus.Registerer) error { return c.m.register(reg) }
 
 // Start implements collectors.Collector. Handlers are attached once pods,
-// Services and slices have synced: the initial lists are then replayed as
-// such, and a pod's selecting Services are read from a complete cache.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+// Services and slices have synced, so that a pod's selecting Services are
+// read from a complete cache.
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	for _, x := range []struct {
 		inf *cache.SharedIndexInformer
 		r   informers.Resource
@@ -85,38 +85,18 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("endpoints: %w", err)
 	}
-	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{c.pods, c.services, c.slices}, func() error {
-		handlers := []struct {
-			inf cache.SharedIndexInformer
-			h   cache.ResourceEventHandler
-		}{
-			{c.slices, cache.ResourceEventHandlerDetailedFuncs{
-				AddFunc:    func(obj any, initial bool) { c.onSlice(obj, initial) },
-				UpdateFunc: c.onSliceUpdate,
-				DeleteFunc: c.onSliceDelete,
-			}},
-			{c.services, cache.ResourceEventHandlerDetailedFuncs{
-				AddFunc: func(obj any, initial bool) {
-					if !initial { // the pods' own initial replay reads the synced Services
-						c.onService(nil, obj)
-					}
-				},
-				UpdateFunc: c.onService,
-				DeleteFunc: func(obj any) { c.onService(obj, nil) },
-			}},
-			{c.pods, cache.ResourceEventHandlerDetailedFuncs{
-				AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
-				UpdateFunc: c.onPodUpdate,
-				DeleteFunc: c.onPodDelete,
-			}},
-		}
-		for _, x := range handlers {
-			if _, err := x.inf.AddEventHandler(f.Handler(Name, x.h)); err != nil {
-				return fmt.Errorf("attach handler: %w", err)
-			}
-		}
-		return nil
-	}, c.now, func(now time.Time) {
+	// Slices, Services, then pods: in this order, each attached once all
+	// three have synced.
+	if _, err := informers.Watch(f, Name, informers.EndpointSlices, c.sliceHandlers(), informers.Services, informers.Pods); err != nil {
+		return fmt.Errorf("endpoints: %w", err)
+	}
+	if _, err := informers.Watch(f, Name, informers.Services, c.serviceHandlers(), informers.EndpointSlices, informers.Pods); err != nil {
+		return fmt.Errorf("endpoints: %w", err)
+	}
+	if _, err := informers.Watch(f, Name, informers.Pods, c.podHandlers(), informers.EndpointSlices, informers.Services); err != nil {
+		return fmt.Errorf("endpoints: %w", err)
+	}
+	f.Every(Name, c.now, func(now time.Time) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.observe(c.tr.Tick(now))
@@ -124,93 +104,52 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
-// deleted unwraps a delete notification: the object, its receive time, and
-// whether the deletion was seen live (a tombstone was learned from a list
-// cycle, at an unknown time in a gap).
-func (c *Collector) deleted(obj any) (any, time.Time, bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj, c.now(), false
+func (c *Collector) podHandlers() informers.Handlers[corev1.Pod] {
+	return informers.Handlers[corev1.Pod]{
+		Changed: func(_, p *corev1.Pod, seen informers.Seen) { c.observePod(p, seen) },
+		Gone: func(p *corev1.Pod, seen informers.Seen) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.observe(c.tr.DeletePod(string(p.UID), seen))
+		},
+		Now: c.now,
 	}
-	at, listed := informers.ReceivedOr(obj, c.now)
-	return obj, at, !listed
 }
 
-func (c *Collector) onPod(obj any, initial bool) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
+func (c *Collector) sliceHandlers() informers.Handlers[discoveryv1.EndpointSlice] {
+	return informers.Handlers[discoveryv1.EndpointSlice]{
+		Changed: func(_, s *discoveryv1.EndpointSlice, seen informers.Seen) {
+			rec := records.Slice(s)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.observe(c.tr.ObserveSlice(rec, seen))
+		},
+		Gone: func(s *discoveryv1.EndpointSlice, seen informers.Seen) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.observe(c.tr.DeleteSlice(string(s.UID), seen))
+		},
+		Now: c.now,
 	}
-	at, notLive := informers.NotLive(p, initial, c.now)
-	c.observePod(p, at, notLive)
 }
 
-// onPodUpdate observes a pod's new version. A pod deleted and recreated
-// under its name during a watch gap (informers.Recreated) is deleted first,
-// as a deletion learned from the relist; otherwise the old uid's pairs stay,
-// a pending propagation crossing every threshold, forever.
-func (c *Collector) onPodUpdate(oldObj, obj any) {
-	if old, ok := oldObj.(*corev1.Pod); ok && informers.Recreated(old, obj) {
-		c.mu.Lock()
-		c.observe(c.tr.DeletePod(string(old.UID), informers.DeletedAt(obj, c.now), false))
-		c.mu.Unlock()
+func (c *Collector) serviceHandlers() informers.Handlers[corev1.Service] {
+	return informers.Handlers[corev1.Service]{
+		Changed: c.onService,
+		Gone:    func(s *corev1.Service, seen informers.Seen) { c.onService(s, nil, seen) },
+		// The pods' own initial replay reads the synced Services.
+		Initial: func(*corev1.Service, informers.Seen) {},
+		Now:     c.now,
 	}
-	c.onPod(obj, false)
 }
 
 // observePod observes p at a receive time: its own, or that of the Service
 // change that made it selected or not.
-func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
+func (c *Collector) observePod(p *corev1.Pod, seen informers.Seen) {
 	rec := records.ServedPod(p, c.servicesSelecting(p))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.ObservePod(rec, at, notLive))
-}
-
-func (c *Collector) onPodDelete(obj any) {
-	obj, at, live := c.deleted(obj)
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observe(c.tr.DeletePod(string(p.UID), at, live))
-}
-
-func (c *Collector) onSlice(obj any, initial bool) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	rec := records.Slice(s)
-	at, notLive := informers.NotLive(s, initial, c.now)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observe(c.tr.ObserveSlice(rec, at, notLive))
-}
-
-// onSliceUpdate observes a slice's new version. A slice deleted and
-// recreated under its name during a watch gap (informers.Recreated) is
-// deleted first, as a deletion learned from the relist; otherwise the old
-// uid's ready endpoints stay published, forever.
-func (c *Collector) onSliceUpdate(oldObj, obj any) {
-	if old, ok := oldObj.(*discoveryv1.EndpointSlice); ok && informers.Recreated(old, obj) {
-		c.mu.Lock()
-		c.observe(c.tr.DeleteSlice(string(old.UID), informers.DeletedAt(obj, c.now), false))
-		c.mu.Unlock()
-	}
-	c.onSlice(obj, false)
-}
-
-func (c *Collector) onSliceDelete(obj any) {
-	obj, at, live := c.deleted(obj)
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observe(c.tr.DeleteSlice(string(s.UID), at, live))
+	c.observe(c.tr.ObservePod(rec, seen))
 }
 
 // onService re-observes the pods a Service selected before or selects now
@@ -219,23 +158,7 @@ func (c *Collector) onSliceDelete(obj any) {
 // change neither selector, type nor publishNotReadyAddresses and return at
 // once. A Service created or changed during a gap (listed) starts no
 // propagation: when it began selecting is unknown.
-func (c *Collector) onService(oldObj, curObj any) {
-	var (
-		at   time.Time
-		live bool
-	)
-	if curObj != nil {
-		var listed bool
-		at, listed = informers.ReceivedOr(curObj, c.now)
-		live = !listed
-	} else {
-		oldObj, at, live = c.deleted(oldObj)
-	}
-	old, _ := oldObj.(*corev1.Service)
-	cur, _ := curObj.(*corev1.Service)
-	if old == nil && cur == nil {
-		return
-	}
+func (c *Collector) onService(old, cur *corev1.Service, seen informers.Seen) {
 	if old != nil && cur != nil && records.PublishesByReadiness(old) == records.PublishesByReadiness(cur) &&
 		maps.Equal(old.Spec.Selector, cur.Spec.Selector) {
 		return
@@ -254,7 +177,7 @@ func (c *Collector) onService(oldObj, curObj any) {
 	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, cache.NamespaceIndex, ns) {
 		for _, sel := range sels {
 			if sel.Matches(labels.Set(p.Labels)) {
-				c.observePod(p, at, !live)
+				c.observePod(p, seen)
 				break
 			}
 		}

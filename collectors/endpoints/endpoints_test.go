@@ -217,12 +217,12 @@ func TestPodRecreatedDuringAWatchGap(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	c := recreatedCollector(t, clk)
 	old := servedPod("a", true, clk.now(), false)
-	c.onPod(old, false) // Ready, never published: pending
+	informers.Handle(c.podHandlers()).OnAdd(old, false) // Ready, never published: pending
 	if c.tr.Pending() != 1 {
 		t.Fatalf("pending before the gap: %d, want 1", c.tr.Pending())
 	}
 	clk.add(time.Minute)
-	c.onPodUpdate(old, servedPod("b", false, clk.now(), true))
+	informers.Handle(c.podHandlers()).OnUpdate(old, servedPod("b", false, clk.now(), true))
 	if c.tr.Tracked("a") || c.tr.Pending() != 0 {
 		t.Errorf("after the relist: old pod tracked %v, %d pending; want false, 0", c.tr.Tracked("a"), c.tr.Pending())
 	}
@@ -246,11 +246,11 @@ func TestSliceRecreatedDuringAWatchGap(t *testing.T) {
 		return s
 	}
 	old := slice("s1", "p")
-	c.onSlice(old, true)
-	c.onPod(servedPod("p", false, clk.now(), true), true)
+	informers.Handle(c.sliceHandlers()).OnAdd(old, true)
+	informers.Handle(c.podHandlers()).OnAdd(servedPod("p", false, clk.now(), true), true)
 	clk.add(time.Minute)
-	c.onSliceUpdate(old, slice("s2"))
-	c.onPod(servedPod("p", true, clk.now(), false), false)
+	informers.Handle(c.sliceHandlers()).OnUpdate(old, slice("s2"))
+	informers.Handle(c.podHandlers()).OnAdd(servedPod("p", true, clk.now(), false), false)
 	if c.tr.Pending() != 1 {
 		t.Errorf("pending after the pod turned Ready: %d, want 1 (the recreated slice does not list it)", c.tr.Pending())
 	}

@@ -80,10 +80,9 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 const indexNode = "pods-node"
 
 // Start implements collectors.Collector. Handlers are attached once pods and
-// nodes have synced, so the initial list is replayed as such (adding a
-// handler to a running informer replays its cache with isInInitialList) and
-// every pod is classified with its node known.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+// nodes have synced, so that every pod of the initial list is classified
+// with its node known.
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	var err error
 	if c.pods, err = f.Informer(informers.Pods); err != nil {
 		return fmt.Errorf("pods: %w", err)
@@ -102,19 +101,16 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if err := collectors.OnNamespaceDeleted(f, Name, c.onNamespaceDeleted); err != nil {
 		return fmt.Errorf("pods: %w", err)
 	}
-	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{c.pods, c.nodes}, func() error {
-		if _, err := c.pods.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc:    func(obj any, initial bool) { c.onPod(obj, initial) },
-			UpdateFunc: c.onPodUpdate,
-			DeleteFunc: c.onPodDelete,
-		})); err != nil {
-			return fmt.Errorf("watch pods: %w", err)
-		}
-		if _, err := c.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNode})); err != nil {
-			return fmt.Errorf("watch nodes: %w", err)
-		}
-		return nil
-	}, c.now, func(now time.Time) {
+	if _, err := informers.Watch(f, Name, informers.Pods, c.podHandlers(), informers.Nodes); err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	if _, err := informers.Watch(f, Name, informers.Nodes, informers.Handlers[corev1.Node]{
+		Changed: c.onNode,
+		Now:     c.now,
+	}, informers.Pods); err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	f.Every(Name, c.now, func(now time.Time) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.observe(c.tr.Tick(now))
@@ -122,29 +118,15 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
-func (c *Collector) onPod(obj any, initial bool) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
+func (c *Collector) podHandlers() informers.Handlers[corev1.Pod] {
+	return informers.Handlers[corev1.Pod]{
+		Changed: func(_, p *corev1.Pod, seen informers.Seen) { c.observePod(p, seen) },
+		Gone:    c.onPodGone,
+		Now:     c.now,
 	}
-	at, notLive := informers.NotLive(p, initial, c.now)
-	c.observePod(p, at, notLive)
 }
 
-// onPodUpdate observes a pod's new version. A pod deleted and recreated
-// under its name during a watch gap (informers.Recreated: a StatefulSet's)
-// is deleted first, as a deletion learned from the relist; otherwise the old
-// uid stays tracked, not ready and then stalled, forever.
-func (c *Collector) onPodUpdate(oldObj, obj any) {
-	if old, ok := oldObj.(*corev1.Pod); ok && informers.Recreated(old, obj) {
-		c.mu.Lock()
-		c.observe(c.tr.Delete(string(old.UID), informers.DeletedAt(obj, c.now), false))
-		c.mu.Unlock()
-	}
-	c.onPod(obj, false)
-}
-
-func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
+func (c *Collector) observePod(p *corev1.Pod, seen informers.Seen) {
 	rec := records.Pod(p, c.nodeReady)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -152,25 +134,13 @@ func (c *Collector) observePod(p *corev1.Pod, at time.Time, notLive bool) {
 		c.seenNS[ns] = true
 		c.m.recovered.WithLabelValues(ns) // at zero, so rate() sees its first increment
 	}
-	c.observe(c.tr.Observe(rec, at, notLive))
+	c.observe(c.tr.Observe(rec, seen))
 }
 
-// onPodDelete: a tombstone means the deletion was missed and learned from a
-// list cycle: at an unknown time in a gap.
-func (c *Collector) onPodDelete(obj any) {
-	_, tombstone := obj.(cache.DeletedFinalStateUnknown)
-	obj = informers.Unwrap(obj)
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	at, listed := informers.ReceivedOr(p, c.now)
-	if tombstone {
-		at = c.now()
-	}
+func (c *Collector) onPodGone(p *corev1.Pod, seen informers.Seen) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Delete(string(p.UID), at, !tombstone && !listed))
+	c.observe(c.tr.Delete(string(p.UID), seen))
 }
 
 // onNode re-classifies the pods of a node whose readiness changed: their
@@ -178,17 +148,15 @@ func (c *Collector) onPodDelete(obj any) {
 // up most node updates (every 20-45 s per node with kwok, 10 s with a
 // kubelet), change nothing and return at once; a transition visits the
 // node's pods only, through the node index.
-func (c *Collector) onNode(oldObj, newObj any) {
-	o, ok1 := oldObj.(*corev1.Node)
-	n, ok2 := newObj.(*corev1.Node)
-	if !ok1 || !ok2 || records.NodeReady(o) == records.NodeReady(n) {
+func (c *Collector) onNode(o, n *corev1.Node, _ informers.Seen) {
+	if o == nil || records.NodeReady(o) == records.NodeReady(n) {
 		return
 	}
 	// Each pod is observed with its own receive time and list mark: only
 	// its reason changes, unless its own handler has not run yet for its
 	// newest copy, which is then timed as that handler would time it.
 	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, indexNode, n.Name) {
-		c.onPod(p, false)
+		c.observePod(p, informers.SeenOf(p, c.now))
 	}
 }
 

@@ -434,7 +434,7 @@ func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string)
 		for _, uid := range prev {
 			if !listed[uid] {
 				c.forget(uid)
-				c.ep.Observe(c.tr.Delete(uid, now), c.logger)
+				c.ep.Observe(c.tr.Delete(uid, tracker.Seen{At: now}), c.logger)
 			}
 		}
 	}()
@@ -445,7 +445,7 @@ func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string)
 func (c *Collector) untrack(r *resource, now time.Time) {
 	for _, uid := range c.stop(r) {
 		c.forget(uid)
-		c.ep.Observe(c.tr.Delete(uid, now), c.logger)
+		c.ep.Observe(c.tr.Delete(uid, tracker.Seen{At: now}), c.logger)
 	}
 }
 
@@ -527,11 +527,11 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 		// the relist shows an update. The old object's episode ends as
 		// deleted, or it would stay open, and stalled, forever.
 		c.forget(string(old.UID))
-		c.ep.Observe(c.tr.Delete(string(old.UID), now), c.logger)
+		c.ep.Observe(c.tr.Delete(string(old.UID), tracker.Seen{At: now}), c.logger)
 		old = nil
 	}
 	c.timelineConditions(old, o, now)
-	evs := c.tr.Observe(w, now, notLive)
+	evs := c.tr.Observe(w, tracker.Seen{At: now, Live: !notLive})
 	c.ep.Observe(evs, c.logger)
 	c.timelineObject(old, o, evs, now)
 	// Condition reasons and messages go to the log, never to labels.
@@ -559,7 +559,7 @@ func (c *Collector) onDelete(r *resource, run int, obj any) {
 		return
 	}
 	c.forget(string(o.UID))
-	c.ep.Observe(c.tr.Delete(string(o.UID), now), c.logger)
+	c.ep.Observe(c.tr.Delete(string(o.UID), tracker.Seen{At: now}), c.logger)
 }
 
 func (c *Collector) forget(uid string) {

@@ -86,7 +86,7 @@ func BenchmarkTrackedMemory(b *testing.B) {
 			if err := store.Add(o); err != nil {
 				b.Fatal(err)
 			}
-			tr.Observe(records.Custom(o, "Certificate.cert-manager.io", conv), now, true)
+			tr.Observe(records.Custom(o, "Certificate.cert-manager.io", conv), tracker.ListedAt(now))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -108,12 +108,12 @@ func BenchmarkUpdate(b *testing.B) {
 	tr := newBenchTracker()
 	objs := []*unstructured.Unstructured{certificate(1, 2, false), certificate(1, 2, true)}
 	now := time.Now()
-	tr.Observe(records.Custom(conv.Compact(certificate(1, 1, true)), "Certificate.cert-manager.io", conv), now, true)
+	tr.Observe(records.Custom(conv.Compact(certificate(1, 1, true)), "Certificate.cert-manager.io", conv), tracker.ListedAt(now))
 	i := 0
 	for b.Loop() {
 		i++
 		now = now.Add(time.Millisecond)
 		o := conv.Compact(objs[i%2])
-		tr.Observe(records.Custom(o, "Certificate.cert-manager.io", conv), now, false)
+		tr.Observe(records.Custom(o, "Certificate.cert-manager.io", conv), tracker.LiveAt(now))
 	}
 }

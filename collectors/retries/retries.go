@@ -3,8 +3,10 @@
 // type=Warning), per controller, reason and regarding kind; the gaps between
 // occurrences on one object; the objects failing now. It is a lower bound:
 // event recorders drop and batch occurrences (docs/retries.md). The counting
-// is in package tracker (retries.go); this package adapts the shared Warning
-// Events informer to it and its counts to metrics.
+// is in package tracker (retries.go), the reading of an Event in package
+// records (warning.go, shared with the timelines collector); this package
+// adapts the shared Warning Events informer to them and its counts to
+// metrics.
 package retries
 
 import (
@@ -16,8 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -29,9 +29,6 @@ import (
 
 // Name is the collector's name in the config file and the collector label.
 const Name = config.Retries
-
-// KindNone is the kind label of an Event without a regarding object.
-const KindNone = "none"
 
 // The retries families; their detail is in docs/metrics.md.
 var (
@@ -111,113 +108,35 @@ func (c *Collector) Register(reg prometheus.Registerer) error { return metric.Re
 // Start implements collectors.Collector. The handler is attached once the
 // informer has synced: its replay of the cache is the initial list, which
 // sets every Event's baseline.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
-	inf, err := f.Informer(informers.WarningEvents)
-	if err != nil {
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
+	if _, err := informers.Watch(f, Name, informers.WarningEvents, c.handlers()); err != nil {
 		return fmt.Errorf("retries: %w", err)
 	}
-	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{inf}, func() error {
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc:    func(obj any, initial bool) { c.onEvent(obj, initial) },
-			UpdateFunc: c.onUpdate,
-			DeleteFunc: c.onDelete,
-		})); err != nil {
-			return fmt.Errorf("watch warning events: %w", err)
-		}
-		return nil
-	}, c.now, nil)
 	return nil
 }
 
-func (c *Collector) onEvent(obj any, initial bool) {
-	e, ok := obj.(*eventsv1.Event)
-	if !ok || e.Type != "Warning" {
-		return
+// handlers observe Warning Events. An Event that expired (--event-ttl) and
+// was written again under its name while the watch was down (the recorders
+// create it again when their PATCH gets NotFound) is gone, then new: its
+// old uid is forgotten.
+func (c *Collector) handlers() informers.Handlers[eventsv1.Event] {
+	return informers.Handlers[eventsv1.Event]{
+		Changed: func(_, e *eventsv1.Event, seen informers.Seen) {
+			if e.Type != "Warning" {
+				return
+			}
+			w := records.Warning(e)
+			c.mu.Lock()
+			c.tr.Observe(w, seen)
+			c.mu.Unlock()
+		},
+		Gone: func(e *eventsv1.Event, _ informers.Seen) {
+			c.mu.Lock()
+			c.tr.Delete(string(e.UID))
+			c.mu.Unlock()
+		},
+		Now: c.now,
 	}
-	at, listed := informers.ReceivedOr(e, c.now)
-	w := Warning(e)
-	c.mu.Lock()
-	c.tr.Observe(w, at, initial || listed)
-	c.mu.Unlock()
-}
-
-// onUpdate observes an Event's new version. An Event that expired
-// (--event-ttl) and was written again under its name while the watch was
-// down (the recorders create it again when their PATCH gets NotFound)
-// reaches it at the relist with another uid (informers.Recreated): the old
-// uid is forgotten first, as its deletion would have been; otherwise it
-// stays tracked forever.
-func (c *Collector) onUpdate(oldObj, obj any) {
-	if old, ok := oldObj.(*eventsv1.Event); ok && informers.Recreated(old, obj) {
-		c.mu.Lock()
-		c.tr.Delete(string(old.UID))
-		c.mu.Unlock()
-	}
-	c.onEvent(obj, false)
-}
-
-func (c *Collector) onDelete(obj any) {
-	e, ok := informers.Unwrap(obj).(*eventsv1.Event)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	c.tr.Delete(string(e.UID))
-	c.mu.Unlock()
-}
-
-// Warning reads what the tracker needs from an Event.
-func Warning(e *eventsv1.Event) tracker.Warning {
-	controller := e.ReportingController
-	if controller == "" {
-		controller = e.DeprecatedSource.Component
-	}
-	count := max(e.DeprecatedCount, 1)
-	last := e.DeprecatedLastTimestamp.Time
-	if e.Series != nil {
-		count = max(count, e.Series.Count)
-		last = e.Series.LastObservedTime.Time
-	}
-	if last.IsZero() {
-		last = e.EventTime.Time
-	}
-	object := string(e.Regarding.UID)
-	if object == "" && e.Regarding.Name != "" {
-		object = e.Regarding.Namespace + "/" + e.Regarding.Name
-	}
-	started := e.EventTime.Time
-	if e.DeprecatedFirstTimestamp.After(started) {
-		started = e.DeprecatedFirstTimestamp.Time
-	}
-	return tracker.Warning{
-		UID:        string(e.UID),
-		Created:    e.CreationTimestamp.Time,
-		Started:    started,
-		Controller: controller,
-		Reason:     e.Reason,
-		Kind:       KindOf(e.Regarding.APIVersion, e.Regarding.Kind),
-		Object:     object,
-		Count:      count,
-		// The events.k8s.io recorder never sets deprecatedCount; the legacy
-		// recorder starts it at 1 (client-go tools/record makeEvent).
-		Legacy:   e.DeprecatedCount > 0,
-		LastSeen: last,
-	}
-}
-
-// KindOf is the kind label of a regarding object: records.KindLabel (its
-// Kind for the groups kube-apiserver serves, Kind.group for others, as the
-// resources collector labels custom resources), none without a kind, and
-// other for an apiVersion that does not parse.
-func KindOf(apiVersion, kind string) string {
-	if kind == "" {
-		return KindNone
-	}
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return tracker.LabelOther
-	}
-	return records.KindLabel(gv.Group, kind)
 }
 
 // Describe implements prometheus.Collector.

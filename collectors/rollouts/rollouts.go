@@ -169,7 +169,7 @@ func (c *Collector) onWorkload(old, obj any, initial bool) {
 	now, notLive := informers.NotLive(obj, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	evs := c.tr.Observe(w, now, notLive)
+	evs := c.tr.Observe(w, tracker.Seen{At: now, Live: !notLive})
 	c.observe(evs)
 	c.timelineWorkload(old, obj, &w, evs, now)
 }
@@ -205,7 +205,7 @@ func (c *Collector) workloadGone(obj any, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Delete(uid, now))
+	c.observe(c.tr.Delete(uid, tracker.Seen{At: now}))
 }
 
 // onFact re-evaluates the open episodes a pod, replica set, node, service or
@@ -237,7 +237,7 @@ func (c *Collector) onFact(obj any) {
 		// Taking it here could show it already observed at first sight,
 		// which the tracker reads as a missed write (a watch gap).
 		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Target {
-			c.observe(c.tr.Observe(w, now, false))
+			c.observe(c.tr.Observe(w, tracker.LiveAt(now)))
 			c.block(ep.UID, now)
 		}
 	}

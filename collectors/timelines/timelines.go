@@ -15,12 +15,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/client-go/tools/cache"
 
-	"github.com/kube-convergence/kube-convergence-exporter/collectors/retries"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
@@ -80,38 +79,31 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 // recovered episode shows the occurrences that follow its recovery (an
 // update with a higher count), not the ones before (docs/timelines.md).
 func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
-	inf, err := f.Informer(informers.WarningEvents)
-	if err != nil {
+	if _, err := informers.Watch(f, Name, informers.WarningEvents, c.handlers()); err != nil {
 		return fmt.Errorf("timelines: %w", err)
-	}
-	if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onEvent(nil, obj) },
-		UpdateFunc: c.onEvent,
-	})); err != nil {
-		return fmt.Errorf("timelines: watch warning events: %w", err)
 	}
 	return nil
 }
 
+func (c *Collector) handlers() informers.Handlers[eventsv1.Event] {
+	return informers.Handlers[eventsv1.Event]{Changed: c.onEvent, Now: c.now}
+}
+
 // onEvent adds a Warning Event's new occurrences to the episode of its
 // regarding object: a Pod or ReplicaSet of the workload, or the workload.
-// An update that adds no occurrence (a resync, a metadata write) adds
-// nothing.
-func (c *Collector) onEvent(oldObj, obj any) {
-	e, ok := obj.(*eventsv1.Event)
-	if !ok || e.Type != "Warning" || e.Regarding.UID == "" {
+// An update that adds no occurrence (a metadata write) adds nothing. An
+// Event recreated under its name during a watch gap comes as a new Event
+// (old is nil): its count starts again.
+func (c *Collector) onEvent(old, e *eventsv1.Event, seen informers.Seen) {
+	if e.Type != "Warning" || e.Regarding.UID == "" {
 		return
 	}
-	w := retries.Warning(e)
-	// An Event recreated under its name during a watch gap (another uid,
-	// informers.Recreated) is a new Event: its count starts again, and is
-	// not compared with the old one's.
-	if old, ok := oldObj.(*eventsv1.Event); ok && !informers.Recreated(old, e) && retries.Warning(old).Count >= w.Count && old.Note == e.Note {
+	w := records.Warning(e)
+	if old != nil && records.Warning(old).Count >= w.Count && old.Note == e.Note {
 		return
 	}
-	at, _ := informers.ReceivedOr(e, c.now)
 	entry := timeline.Entry{
-		Time: at, Type: timeline.EntryEvent,
+		Time: seen.At, Type: timeline.EntryEvent,
 		Object: &timeline.ObjectRef{Kind: e.Regarding.Kind, Namespace: e.Regarding.Namespace,
 			Name: e.Regarding.Name, UID: string(e.Regarding.UID)},
 		Reason: e.Reason, Message: e.Note, Controller: w.Controller, Count: int64(w.Count),

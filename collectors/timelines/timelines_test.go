@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -47,14 +48,14 @@ func TestWarningEventsFeedTheEpisode(t *testing.T) {
 	store.Relate("rs1", "d1")
 
 	first := warning("rs1", 1, "exceeded quota")
-	c.onEvent(nil, first)
-	c.onEvent(first, warning("rs1", 1, "exceeded quota")) // a write adding no occurrence
+	informers.Handle(c.handlers()).OnAdd(first, false)
+	informers.Handle(c.handlers()).OnUpdate(first, warning("rs1", 1, "exceeded quota")) // a write adding no occurrence
 	second := warning("rs1", 2, "exceeded quota")
-	c.onEvent(first, second)
-	c.onEvent(nil, &eventsv1.Event{Type: "Warning", Reason: "NoRegarding"})
+	informers.Handle(c.handlers()).OnUpdate(first, second)
+	informers.Handle(c.handlers()).OnAdd(&eventsv1.Event{Type: "Warning", Reason: "NoRegarding"}, false)
 	normal := warning("rs1", 3, "x")
 	normal.Type = "Normal"
-	c.onEvent(second, normal)
+	informers.Handle(c.handlers()).OnUpdate(second, normal)
 
 	var got []string
 	for _, e := range store.List(timeline.Query{}, t0.Add(time.Hour))[0].Entries {
@@ -70,7 +71,7 @@ func TestWarningEventsFeedTheEpisode(t *testing.T) {
 
 	// Bounds: 4 entries kept of 6, and one closed episode evicted.
 	for i := 3; i <= 6; i++ {
-		c.onEvent(nil, warning("rs1", int32(i), "again"))
+		informers.Handle(c.handlers()).OnAdd(warning("rs1", int32(i), "again"), false)
 	}
 	for _, uid := range []string{"d1", "d2"} {
 		e := ep
@@ -96,10 +97,10 @@ func TestEventRecreatedDuringAWatchGap(t *testing.T) {
 	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
 	store.Relate("rs1", "d1")
 	old := warning("rs1", 5, "exceeded quota")
-	c.onEvent(nil, old)
+	informers.Handle(c.handlers()).OnAdd(old, false)
 	cur := warning("rs1", 1, "exceeded quota")
 	cur.UID = "ev2"
-	c.onEvent(old, cur)
+	informers.Handle(c.handlers()).OnUpdate(old, cur)
 	var counts []int64
 	for _, e := range store.List(timeline.Query{}, t0.Add(time.Hour))[0].Entries {
 		counts = append(counts, e.Count)

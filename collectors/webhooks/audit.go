@@ -12,15 +12,8 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
-)
 
-// Webhook types, the `type` label: the API server's own metrics say "admit"
-// for mutating webhooks; the rules map it to "mutating".
-const (
-	Validating = "validating"
-	Mutating   = "mutating"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
 )
 
 // Findings, the `finding` label. docs/webhooks.md gives each one's meaning
@@ -42,87 +35,6 @@ const (
 // AllFindings lists every finding, in the order of docs/webhooks.md.
 var AllFindings = []string{TimeoutTooLong, Unscoped, FailClosedUnscoped, MatchesKubeSystem, MatchesOwnNamespace,
 	SelfBlocking, WildcardResources, WildcardOperations, DryRunUnsafe, NoReadyEndpoints, CABundleExpiring}
-
-// Webhook is one webhook of a Validating- or MutatingWebhookConfiguration,
-// with the API server's v1 defaults applied where a field is unset.
-type Webhook struct {
-	Configuration, Name, Type string
-	FailurePolicy             string // Fail, Ignore
-	SideEffects               string // None, NoneOnDryRun, Unknown, Some
-	MatchPolicy               string // Exact, Equivalent
-	ReinvocationPolicy        string // Never, IfNeeded; "" for validating webhooks
-	// Service is the backing Service (namespace, name); nil for a URL client.
-	Service           *admissionv1.ServiceReference
-	CABundle          []byte
-	Timeout           time.Duration
-	Rules             []admissionv1.RuleWithOperations
-	NamespaceSelector *metav1.LabelSelector
-	ObjectSelector    *metav1.LabelSelector
-	MatchConditions   int
-}
-
-// Client is the `client` label: service or url.
-func (w Webhook) Client() string {
-	if w.Service != nil {
-		return "service"
-	}
-	return "url"
-}
-
-// v1 defaults (k8s.io/api admissionregistration/v1 types.go): failurePolicy
-// Fail, matchPolicy Equivalent, timeoutSeconds 10, reinvocationPolicy Never.
-// The API server writes them on create; objects decoded from files may lack
-// them.
-func orDefault[T ~string](p *T, def string) string {
-	if p == nil || *p == "" {
-		return def
-	}
-	return string(*p)
-}
-
-func timeoutOf(s *int32) time.Duration {
-	if s == nil {
-		return 10 * time.Second
-	}
-	return time.Duration(*s) * time.Second
-}
-
-// FromValidating returns the webhooks of a validating configuration.
-func FromValidating(c *admissionv1.ValidatingWebhookConfiguration) []Webhook {
-	out := make([]Webhook, 0, len(c.Webhooks))
-	for _, h := range c.Webhooks {
-		out = append(out, Webhook{
-			Configuration: c.Name, Name: h.Name, Type: Validating,
-			FailurePolicy: orDefault(h.FailurePolicy, string(admissionv1.Fail)),
-			SideEffects:   orDefault(h.SideEffects, ""),
-			MatchPolicy:   orDefault(h.MatchPolicy, string(admissionv1.Equivalent)),
-			Service:       h.ClientConfig.Service, CABundle: h.ClientConfig.CABundle,
-			Timeout: timeoutOf(h.TimeoutSeconds), Rules: h.Rules,
-			NamespaceSelector: h.NamespaceSelector, ObjectSelector: h.ObjectSelector,
-			MatchConditions: len(h.MatchConditions),
-		})
-	}
-	return out
-}
-
-// FromMutating returns the webhooks of a mutating configuration.
-func FromMutating(c *admissionv1.MutatingWebhookConfiguration) []Webhook {
-	out := make([]Webhook, 0, len(c.Webhooks))
-	for _, h := range c.Webhooks {
-		out = append(out, Webhook{
-			Configuration: c.Name, Name: h.Name, Type: Mutating,
-			FailurePolicy:      orDefault(h.FailurePolicy, string(admissionv1.Fail)),
-			SideEffects:        orDefault(h.SideEffects, ""),
-			MatchPolicy:        orDefault(h.MatchPolicy, string(admissionv1.Equivalent)),
-			ReinvocationPolicy: orDefault(h.ReinvocationPolicy, string(admissionv1.NeverReinvocationPolicy)),
-			Service:            h.ClientConfig.Service, CABundle: h.ClientConfig.CABundle,
-			Timeout: timeoutOf(h.TimeoutSeconds), Rules: h.Rules,
-			NamespaceSelector: h.NamespaceSelector, ObjectSelector: h.ObjectSelector,
-			MatchConditions: len(h.MatchConditions),
-		})
-	}
-	return out
-}
 
 // Cluster is what the audit reads from live objects besides the webhook.
 type Cluster struct {
@@ -156,7 +68,7 @@ type Audit struct {
 var ErrNoCABundle = errors.New("no caBundle")
 
 // Evaluate audits w against the live cluster at now.
-func Evaluate(w Webhook, c Cluster, p Policy, now time.Time) Audit {
+func Evaluate(w admission.Webhook, c Cluster, p Policy, now time.Time) Audit {
 	var a Audit
 	has := map[string]bool{}
 	fail := w.FailurePolicy == string(admissionv1.Fail)
@@ -164,13 +76,13 @@ func Evaluate(w Webhook, c Cluster, p Policy, now time.Time) Audit {
 	unscoped := selectorEmpty(w.NamespaceSelector) && selectorEmpty(w.ObjectSelector) && w.MatchConditions == 0
 	has[Unscoped] = unscoped
 	has[FailClosedUnscoped] = fail && unscoped
-	has[MatchesKubeSystem] = w.matchesNamespace(c, metav1.NamespaceSystem)
+	has[MatchesKubeSystem] = matchesNamespace(w, c, metav1.NamespaceSystem)
 	if p.OwnNamespace != "" {
-		has[MatchesOwnNamespace] = w.matchesNamespace(c, p.OwnNamespace)
+		has[MatchesOwnNamespace] = matchesNamespace(w, c, p.OwnNamespace)
 	}
 	if w.Service != nil && fail {
-		has[SelfBlocking] = w.selfBlocking(c)
-		has[NoReadyEndpoints] = w.noReadyEndpoints(c)
+		has[SelfBlocking] = selfBlocking(w, c)
+		has[NoReadyEndpoints] = noReadyEndpoints(w, c)
 	}
 	for _, r := range w.Rules {
 		has[WildcardResources] = has[WildcardResources] || slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "*/*")
@@ -193,25 +105,12 @@ func selectorEmpty(s *metav1.LabelSelector) bool {
 	return s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0)
 }
 
-// selects reports whether s matches set; nil is {} (everything). An invalid
-// selector matches nothing: the API server refuses to store one.
-func selects(s *metav1.LabelSelector, set map[string]string) bool {
-	if s == nil {
-		return true
-	}
-	sel, err := metav1.LabelSelectorAsSelector(s)
-	if err != nil {
-		return false
-	}
-	return sel.Matches(labels.Set(set))
-}
-
 // matchesNamespace: some rule covers namespaced resources and the
 // namespaceSelector matches the live Namespace ns (not evaluated when ns
 // does not exist).
-func (w Webhook) matchesNamespace(c Cluster, ns string) bool {
+func matchesNamespace(w admission.Webhook, c Cluster, ns string) bool {
 	l, ok := c.NamespaceLabels(ns)
-	if !ok || !selects(w.NamespaceSelector, l) {
+	if !ok || !w.SelectsNamespace(l) {
 		return false
 	}
 	for _, r := range w.Rules {
@@ -232,93 +131,31 @@ func (w Webhook) matchesNamespace(c Cluster, ns string) bool {
 // EndpointSlice controller publishes nothing for it
 // (records.PublishesSelectedPods). A Service without a selector counts its
 // hand-made EndpointSlices like any other; a missing Service has none.
-func (w Webhook) noReadyEndpoints(c Cluster) bool {
+func noReadyEndpoints(w admission.Webhook, c Cluster) bool {
 	if svc, ok := c.Service(w.Service.Namespace, w.Service.Name); ok && svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return false
 	}
 	return c.ReadyEndpoints(w.Service.Namespace, w.Service.Name) == 0
 }
 
-func (w Webhook) selfBlocking(c Cluster) bool {
+func selfBlocking(w admission.Webhook, c Cluster) bool {
 	nsLabels, ok := c.NamespaceLabels(w.Service.Namespace)
 	if !ok {
 		// The API server evaluates a namespaceSelector on the Namespace's
 		// labels; a Namespace not yet seen has at least its name label.
 		nsLabels = map[string]string{"kubernetes.io/metadata.name": w.Service.Namespace}
 	}
-	if !selects(w.NamespaceSelector, nsLabels) {
+	if !w.SelectsNamespace(nsLabels) {
 		return false
 	}
 	var podLabels map[string]string
 	if svc, ok := c.Service(w.Service.Namespace, w.Service.Name); ok {
 		podLabels = svc.Spec.Selector
 	}
-	if !selects(w.ObjectSelector, podLabels) {
+	if !w.SelectsObject(podLabels) {
 		return false
 	}
-	return RulesMatch(w.Rules, Request{Operation: admissionv1.Create, Group: "", Version: "v1", Resource: "pods", Namespaced: true})
-}
-
-// Request is what a rule is matched against.
-type Request struct {
-	Operation                             admissionv1.OperationType
-	Group, Version, Resource, Subresource string
-	Namespaced                            bool
-}
-
-// RulesMatch reports whether any rule matches r, as the API server's
-// admission rule matcher does (k8s.io/apiserver
-// pkg/admission/plugin/webhook/predicates/rules, Matcher.resource and
-// Matcher.scope): operations, groups and versions by "*" or equality; a
-// resource entry "name/sub" matches when name is "*" or the resource and
-// sub is "*" or the subresource, an entry without "/" having sub "". So
-// "*" is every resource without subresources, "pods/*" is pods and every
-// pods subresource, "*/*" is everything, "*/status" every status
-// subresource.
-func RulesMatch(rules []admissionv1.RuleWithOperations, r Request) bool {
-	for _, rule := range rules {
-		if ruleMatches(rule, r) {
-			return true
-		}
-	}
-	return false
-}
-
-func ruleMatches(rule admissionv1.RuleWithOperations, r Request) bool {
-	if !slices.ContainsFunc(rule.Operations, func(o admissionv1.OperationType) bool {
-		return o == admissionv1.OperationAll || o == r.Operation
-	}) {
-		return false
-	}
-	if !matchesAny(rule.APIGroups, r.Group) || !matchesAny(rule.APIVersions, r.Version) {
-		return false
-	}
-	if rule.Scope != nil {
-		switch *rule.Scope {
-		case admissionv1.NamespacedScope:
-			if !r.Namespaced {
-				return false
-			}
-		case admissionv1.ClusterScope:
-			if r.Namespaced {
-				return false
-			}
-		case admissionv1.AllScopes:
-		default: // the API server's matcher: an unknown scope matches nothing
-			return false
-		}
-	}
-	for _, res := range rule.Resources {
-		name, sub, _ := strings.Cut(res, "/")
-		if (name == "*" || name == r.Resource) && (sub == "*" || sub == r.Subresource) {
-			return true
-		}
-	}
-	return false
-}
-
-func matchesAny(list []string, v string) bool {
-	return slices.ContainsFunc(list, func(s string) bool { return s == "*" || s == v })
+	return admission.RulesMatch(w.Rules, admission.Request{Operation: admissionv1.Create, Group: "", Version: "v1", Resource: "pods", Namespaced: true})
 }
 
 // EarliestExpiry returns the earliest NotAfter among the PEM certificates
@@ -353,53 +190,4 @@ func EarliestExpiry(bundle []byte) (time.Time, error) {
 		return time.Time{}, errors.New("caBundle holds no PEM certificate")
 	}
 	return earliest, nil
-}
-
-// Matches reports whether w may be called for req on an object with
-// objLabels in a namespace with nsLabels. Two things are not evaluated, so
-// they give possible matches: matchConditions (CEL), and matchPolicy
-// Equivalent, under which the API server also calls the webhook when its
-// rules match the same resource in another group or version (deployments
-// in extensions/v1beta1 for apps/v1), converting the object
-// (k8s.io/apiserver pkg/admission/plugin/webhook/generic/webhook.go,
-// ShouldCallHook with the equivalent resource registry). The registry is
-// the API server's; here a rule that names req's resource (not "*": no
-// other group's resources are equivalent to it) and matches req with its
-// groups and versions ignored counts.
-func (w Webhook) Matches(req Request, nsLabels, objLabels map[string]string) bool {
-	rules := RulesMatch(w.Rules, req) ||
-		(w.MatchPolicy == string(admissionv1.Equivalent) && RulesMatch(anyGroupVersion(w.Rules), req))
-	return rules && selects(w.NamespaceSelector, nsLabels) && selects(w.ObjectSelector, objLabels)
-}
-
-// anyGroupVersion is rules with every group and version allowed, keeping
-// only the resources named explicitly.
-func anyGroupVersion(rules []admissionv1.RuleWithOperations) []admissionv1.RuleWithOperations {
-	out := make([]admissionv1.RuleWithOperations, 0, len(rules))
-	for _, r := range rules {
-		r.APIGroups, r.APIVersions = []string{"*"}, []string{"*"}
-		r.Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(res string) bool {
-			name, _, _ := strings.Cut(res, "/")
-			return name == "*"
-		})
-		out = append(out, r)
-	}
-	return out
-}
-
-// List returns the webhooks of the configurations in two informers' stores
-// (validating, mutating).
-func List(validating, mutating cache.Store) []Webhook {
-	var out []Webhook
-	for _, o := range validating.List() {
-		if v, ok := o.(*admissionv1.ValidatingWebhookConfiguration); ok {
-			out = append(out, FromValidating(v)...)
-		}
-	}
-	for _, o := range mutating.List() {
-		if m, ok := o.(*admissionv1.MutatingWebhookConfiguration); ok {
-			out = append(out, FromMutating(m)...)
-		}
-	}
-	return out
 }

@@ -12,8 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/slowwebhook"
 )
+
+// webhook keeps the table's edits below one line each.
+type webhook = admission.Webhook
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
@@ -66,9 +70,9 @@ func namespaced(ops []admissionv1.OperationType, groups, resources []string) adm
 
 // clean has no finding: narrow rule, team=a namespaces only, short timeout,
 // Fail with a ready endpoint, a CA valid for a year.
-func clean(t *testing.T) Webhook {
-	return Webhook{
-		Configuration: "c", Name: "clean.example.com", Type: Validating,
+func clean(t *testing.T) webhook {
+	return webhook{
+		Configuration: "c", Name: "clean.example.com", Type: admission.Validating,
 		FailurePolicy: "Fail", SideEffects: "None", MatchPolicy: "Equivalent",
 		Service:           &admissionv1.ServiceReference{Namespace: "hooks", Name: "hook"},
 		CABundle:          caPEM(t, now.Add(365*24*time.Hour)),
@@ -93,104 +97,104 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 	podsCreate := []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.Create}, []string{""}, []string{"pods"})}
 	for _, tc := range []struct {
 		finding       string
-		trigger, twin func(w *Webhook, p *Policy, c *Cluster)
+		trigger, twin func(w *webhook, p *Policy, c *Cluster)
 	}{
 		{TimeoutTooLong,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Timeout = 11 * time.Second },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Timeout = 10 * time.Second }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Timeout = 11 * time.Second },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Timeout = 10 * time.Second }},
 		{Unscoped,
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector, w.ObjectSelector = everything, everything
 			},
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector, w.ObjectSelector, w.MatchConditions = everything, everything, 1
 			}},
 		{Unscoped, // nil selectors (a decoded file) are the API server's {}
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = nil },
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = nil },
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector = nil
 				w.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"validate": "true"}}
 			}},
 		{FailClosedUnscoped,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = nil },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector, w.FailurePolicy = nil, "Ignore" }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = nil },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector, w.FailurePolicy = nil, "Ignore" }},
 		{MatchesKubeSystem,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = notKubeSystem }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = notKubeSystem }},
 		{MatchesKubeSystem, // only cluster-scoped resources: kube-system's objects are not gated
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector = everything
 				cluster := admissionv1.ClusterScope
 				w.Rules[0].Scope = &cluster
 			}},
 		{MatchesOwnNamespace,
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector.MatchLabels = nil
 				w.NamespaceSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "obs"}}}
 			},
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector.MatchLabels = nil
 				w.NamespaceSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "ops"}}}
 			}},
 		{MatchesOwnNamespace, // no own namespace known: not evaluated
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
-			func(w *Webhook, p *Policy, _ *Cluster) { w.NamespaceSelector, p.OwnNamespace = everything, "" }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
+			func(w *webhook, p *Policy, _ *Cluster) { w.NamespaceSelector, p.OwnNamespace = everything, "" }},
 		{SelfBlocking,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules, w.NamespaceSelector = podsCreate, notKubeSystem },
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules, w.NamespaceSelector = podsCreate, notKubeSystem },
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.Rules, w.NamespaceSelector = podsCreate, notKubeSystem
 				w.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"hook"}}}}
 			}},
 		{SelfBlocking,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules, w.NamespaceSelector = podsCreate, notKubeSystem },
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules, w.NamespaceSelector = podsCreate, notKubeSystem },
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.Rules, w.NamespaceSelector, w.FailurePolicy = podsCreate, notKubeSystem, "Ignore"
 			}},
 		{SelfBlocking, // pods/status updates do not create pods
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.Rules = []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.OperationAll}, []string{"*"}, []string{"*/*"})}
 				w.NamespaceSelector = nil
 			},
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.Rules = []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.OperationAll}, []string{"*"}, []string{"pods/status"})}
 				w.NamespaceSelector = nil
 			}},
 		{WildcardResources,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"*"} },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"pods/*"} }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"*"} },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"pods/*"} }},
 		{WildcardResources,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"configmaps", "*/*"} },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"configmaps", "secrets"} }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"configmaps", "*/*"} },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"configmaps", "secrets"} }},
 		{WildcardOperations,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Rules[0].Operations = []admissionv1.OperationType{"*"} },
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Operations = []admissionv1.OperationType{"*"} },
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.Rules[0].Operations = []admissionv1.OperationType{"CREATE", "UPDATE", "DELETE", "CONNECT"}
 			}},
 		{NoReadyEndpoints,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name, w.FailurePolicy = "empty", "Ignore" }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name, w.FailurePolicy = "empty", "Ignore" }},
 		{NoReadyEndpoints, // an ExternalName Service has no EndpointSlices: the API server calls its DNS name
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "external" }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "external" }},
 		{NoReadyEndpoints, // a URL webhook has no Service to look at
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.Service = nil }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service = nil }},
 		{CABundleExpiring,
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.CABundle = caPEM(t, now.Add(10*24*time.Hour)) },
-			func(w *Webhook, _ *Policy, _ *Cluster) { w.CABundle = caPEM(t, now.Add(31*24*time.Hour)) }},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.CABundle = caPEM(t, now.Add(10*24*time.Hour)) },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.CABundle = caPEM(t, now.Add(31*24*time.Hour)) }},
 		{CABundleExpiring, // the earliest certificate of a bundle counts
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.CABundle = append(caPEM(t, now.Add(365*24*time.Hour)), caPEM(t, now.Add(-time.Hour))...)
 			},
-			func(w *Webhook, _ *Policy, _ *Cluster) {
+			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.CABundle = append(caPEM(t, now.Add(365*24*time.Hour)), caPEM(t, now.Add(40*24*time.Hour))...)
 			}},
 	} {
 		t.Run(tc.finding, func(t *testing.T) {
 			for _, side := range []struct {
 				name string
-				edit func(w *Webhook, p *Policy, c *Cluster)
+				edit func(w *webhook, p *Policy, c *Cluster)
 				want bool
 			}{{"trigger", tc.trigger, true}, {"twin", tc.twin, false}} {
 				w, p, c := clean(t), policy, cluster()
@@ -226,7 +230,7 @@ webhooks:
 		if err := yaml.UnmarshalStrict([]byte(doc), &cfg); err != nil {
 			t.Fatal(err)
 		}
-		hooks := FromMutating(&cfg)
+		hooks := admission.FromMutating(&cfg)
 		if len(hooks) != 1 {
 			t.Fatalf("decoded %d webhooks", len(hooks))
 		}
@@ -260,53 +264,6 @@ func TestCABundleNotPEM(t *testing.T) {
 	}
 }
 
-func TestRulesMatch(t *testing.T) {
-	cm := Request{Operation: admissionv1.Create, Version: "v1", Resource: "configmaps", Namespaced: true}
-	status := Request{Operation: admissionv1.Update, Version: "v1", Resource: "pods", Subresource: "status", Namespaced: true}
-	pod := Request{Operation: admissionv1.Create, Version: "v1", Resource: "pods", Namespaced: true}
-	node := Request{Operation: admissionv1.Create, Version: "v1", Resource: "nodes"}
-	rule := func(ops string, groups, res []string) []admissionv1.RuleWithOperations {
-		return []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.OperationType(ops)},
-			Rule: admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: res}}}
-	}
-	scoped := func(scope admissionv1.ScopeType) []admissionv1.RuleWithOperations {
-		r := rule("*", []string{"*"}, []string{"*"})
-		r[0].Scope = &scope
-		return r
-	}
-	for _, tc := range []struct {
-		rules []admissionv1.RuleWithOperations
-		req   Request
-		want  bool
-	}{
-		{rule("CREATE", []string{""}, []string{"configmaps"}), cm, true},
-		{rule("UPDATE", []string{""}, []string{"configmaps"}), cm, false},
-		{rule("*", []string{"apps"}, []string{"configmaps"}), cm, false},
-		{rule("*", []string{"*"}, []string{"*"}), cm, true},
-		{rule("*", []string{"*"}, []string{"*"}), status, false},
-		{rule("*", []string{"*"}, []string{"*/*"}), status, true},
-		{rule("*", []string{""}, []string{"pods/*"}), status, true},
-		{rule("*", []string{""}, []string{"*/status"}), status, true},
-		{rule("*", []string{""}, []string{"pods"}), status, false},
-		// "pods/*" is pods and all its subresources: the API server's "*"
-		// subresource matches the empty one too.
-		{rule("*", []string{""}, []string{"pods/*"}), pod, true},
-		{rule("*", []string{""}, []string{"pods/*"}), cm, false},
-		{rule("*", []string{"*"}, []string{"*/*"}), cm, true},
-		{rule("*", []string{""}, []string{"*/status"}), pod, false},
-		{scoped(admissionv1.NamespacedScope), pod, true},
-		{scoped(admissionv1.NamespacedScope), node, false},
-		{scoped(admissionv1.ClusterScope), node, true},
-		{scoped(admissionv1.ClusterScope), pod, false},
-		{scoped(admissionv1.AllScopes), node, true},
-		{scoped(admissionv1.AllScopes), pod, true},
-	} {
-		if got := RulesMatch(tc.rules, tc.req); got != tc.want {
-			t.Errorf("RulesMatch(%v, %+v) = %v, want %v", tc.rules[0], tc.req, got, tc.want)
-		}
-	}
-}
-
 // TestReadyEndpoints: a terminating endpoint is not ready, even when the
 // controller leaves it ready=true (publishNotReadyAddresses); nil ready is.
 func TestReadyEndpoints(t *testing.T) {
@@ -323,36 +280,5 @@ func TestReadyEndpoints(t *testing.T) {
 	}
 	if got := readyEndpoints(eps[1:2]); got != 1 {
 		t.Errorf("readyEndpoints(ready+terminating, ready) = %d, want 1", got)
-	}
-}
-
-// Under matchPolicy Equivalent the API server also calls a webhook whose
-// rules name the same resource in another group or version: a possible
-// match. Exact is exact.
-func TestMatchesEquivalent(t *testing.T) {
-	req := Request{Operation: admissionv1.Create, Group: "apps", Version: "v1", Resource: "deployments", Namespaced: true}
-	w := Webhook{Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
-		Rule: admissionv1.Rule{APIGroups: []string{"extensions"}, APIVersions: []string{"v1beta1"}, Resources: []string{"deployments"}}}}}
-	for _, tc := range []struct {
-		policy   admissionv1.MatchPolicyType
-		resource string
-		want     bool
-	}{
-		{admissionv1.Equivalent, "deployments", true},
-		{admissionv1.Exact, "deployments", false},
-		{admissionv1.Equivalent, "replicasets", false},
-	} {
-		w.Rules[0].Resources = []string{"deployments"}
-		w.MatchPolicy = string(tc.policy)
-		r := req
-		r.Resource = tc.resource
-		if got := w.Matches(r, nil, nil); got != tc.want {
-			t.Errorf("%s webhook on extensions/v1beta1 deployments, request apps/v1 %s: Matches = %v, want %v", tc.policy, tc.resource, got, tc.want)
-		}
-	}
-	// A wildcard in another group has no equivalent of apps/v1 deployments.
-	w.MatchPolicy, w.Rules[0].Resources = string(admissionv1.Equivalent), []string{"*", "*/*"}
-	if w.Matches(req, nil, nil) {
-		t.Errorf("Equivalent webhook on extensions/v1beta1 *, */*: matches apps/v1 deployments")
 	}
 }

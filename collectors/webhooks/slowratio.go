@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
 )
 
 // apiServerWebhookHistogram is the API server's webhook latency histogram
@@ -65,7 +67,7 @@ func parseWebhookHistograms(r io.Reader) (map[hookKey]histogram, error) {
 		}
 		k := hookKey{Webhook: label(m, "name"), Type: label(m, "type")}
 		if k.Type == "admit" {
-			k.Type = Mutating
+			k.Type = admission.Mutating
 		}
 		h, ok := out[k]
 		if !ok {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
 )
 
 // exposition renders the API server's webhook histogram the way it
@@ -63,7 +65,7 @@ func repeat(v float64, n int) []float64 {
 }
 
 func TestSlowRatios(t *testing.T) {
-	k := hookKey{"w.example.com", Mutating}
+	k := hookKey{"w.example.com", admission.Mutating}
 	before := parse(t, exposition("w.example.com", "admit", repeat(0.2, 10)))
 	if h := before[k]; h.Count != 10 || h.Buckets[0.5] != 10 {
 		t.Fatalf("parsed %+v under %v, want 10 calls summed over operations, type admit read as mutating", before, k)
@@ -118,7 +120,7 @@ func TestParseWebhookHistogramsFilters(t *testing.T) {
 		"# TYPE apiserver_admission_webhook_admission_duration_seconds_extra gauge\n" +
 		"apiserver_admission_webhook_admission_duration_seconds_extra{name=\"x\"} 1\n"
 	h := parse(t, other+exposition("w.example.com", "validating", repeat(0.2, 4))+other)
-	k := hookKey{Webhook: "w.example.com", Type: Validating}
+	k := hookKey{Webhook: "w.example.com", Type: admission.Validating}
 	if len(h) != 1 || h[k].Count != 4 || h[k].Buckets[0.5] != 4 || h[k].Buckets[0.1] != 0 {
 		t.Errorf("parsed %+v, want only %v with 4 calls at <= 0.5 s", h, k)
 	}

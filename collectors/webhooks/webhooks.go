@@ -1,7 +1,8 @@
 // Package webhooks is the admission webhook audit: it exports every
 // Validating- and MutatingWebhookConfiguration's webhooks with their
 // timeout, caBundle expiry and the findings of a standing audit of risky
-// configurations (audit.go, pure). It computes at scrape time from the
+// configurations (audit.go, pure, over the webhook model of package
+// admission). It computes at scrape time from the
 // shared informers' caches: a finding exists exactly while it holds, with
 // no event bookkeeping to get wrong.
 package webhooks
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
@@ -183,7 +185,7 @@ func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, inter
 // server's metrics cannot tell configurations apart. Call with c.mu held.
 func (c *Collector) timeouts() map[hookKey]time.Duration {
 	out := map[hookKey]time.Duration{}
-	for _, w := range List(c.validating.GetStore(), c.mutating.GetStore()) {
+	for _, w := range admission.List(c.validating.GetStore(), c.mutating.GetStore()) {
 		k := hookKey{w.Name, w.Type}
 		if w.Timeout > out[k] {
 			out[k] = w.Timeout
@@ -217,7 +219,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	cl := c.cluster()
 	now := c.now()
 	unusable := map[string]bool{} // logCAOnce keys of this scrape
-	for _, w := range List(c.validating.GetStore(), c.mutating.GetStore()) {
+	for _, w := range admission.List(c.validating.GetStore(), c.mutating.GetStore()) {
 		a := Evaluate(w, cl, c.policy, now)
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1,
 			w.Configuration, w.Name, w.Type, w.FailurePolicy, w.SideEffects, w.MatchPolicy, w.ReinvocationPolicy, w.Client())
@@ -244,7 +246,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // logCAOnce logs an unusable caBundle once per webhook and bundle content,
 // and returns its key in c.logged. Call with c.mu held.
-func (c *Collector) logCAOnce(w Webhook, err error) string {
+func (c *Collector) logCAOnce(w admission.Webhook, err error) string {
 	h := fnv.New64a()
 	_, _ = h.Write(w.CABundle)
 	key := fmt.Sprintf("%s/%s/%s/%x", w.Type, w.Configuration, w.Name, h.Sum64())

@@ -57,10 +57,15 @@ func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cac
 			return ri.Watch(ctx, o)
 		},
 	}, d)
-	inf := cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
-		ObjectDescription: r.String(),
-		Indexers:          indexers,
-	})
+	var inf cache.SharedIndexInformer
+	if f.newInformer != nil {
+		inf = f.newInformer(r, &unstructured.Unstructured{}, indexers)
+	} else {
+		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
+			ObjectDescription: r.String(),
+			Indexers:          indexers,
+		})
+	}
 	if err := inf.SetTransform(transform); err != nil {
 		return nil, fmt.Errorf("informers: set transform for %s: %w", r, err)
 	}

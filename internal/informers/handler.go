@@ -59,20 +59,21 @@ type handler struct {
 	behind, handledAt atomic.Int64
 }
 
-// Handler wraps h, the event handler a collector attaches to an informer of
-// this factory, so that its delay and liveness are measured. Every collector
-// attaches its handlers through it.
-func (f *Factory) Handler(collector string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	w := &handler{collector: collector, inner: h, lag: f.handlers.lag.WithLabelValues(collector), now: f.handlers.now}
-	f.handlers.mu.Lock()
-	f.handlers.list = append(f.handlers.list, w)
-	f.handlers.mu.Unlock()
-	return w
+// newHandler wraps inner, a collector's event handler, so that its delay
+// and liveness are measured once it is attached (track).
+func (f *Factory) newHandler(collector string, inner cache.ResourceEventHandler) *handler {
+	return &handler{collector: collector, inner: inner, lag: f.handlers.lag.WithLabelValues(collector), now: f.handlers.now}
 }
 
-// ForgetHandler stops watching the liveness of h, a handler returned by
-// Handler whose informer was stopped (a custom resource whose CRD went).
-func (f *Factory) ForgetHandler(h cache.ResourceEventHandler) {
+// track watches the liveness of h, now attached to its informer.
+func (f *Factory) track(h *handler) {
+	f.handlers.mu.Lock()
+	f.handlers.list = append(f.handlers.list, h)
+	f.handlers.mu.Unlock()
+}
+
+// forget stops watching the liveness of h, detached from its informer.
+func (f *Factory) forget(h *handler) {
 	f.handlers.mu.Lock()
 	defer f.handlers.mu.Unlock()
 	for i, w := range f.handlers.list {
@@ -145,7 +146,31 @@ func (f *Factory) Wedged(now time.Time, timeout time.Duration) (collector string
 	return collector, stuck, wedged
 }
 
-// Register registers the factory's own metrics (the handler lag) on reg.
+// Register registers the factory's own metrics (handler lag, unexpected
+// objects) on reg.
 func (f *Factory) Register(reg prometheus.Registerer) error {
-	return reg.Register(metric.Declare(f.handlers.lag, handlerLag))
+	if err := reg.Register(metric.Declare(f.handlers.lag, handlerLag)); err != nil {
+		return err
+	}
+	return reg.Register(metric.Declare(f.unexpected, unexpectedObjects))
+}
+
+// Handler wraps h for collector with lag and liveness measurement.
+//
+// Deprecated: collectors attach through Watch; this stays only until the
+// last one moved.
+func (f *Factory) Handler(collector string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	w := f.newHandler(collector, h)
+	f.track(w)
+	return w
+}
+
+// ForgetHandler stops watching the liveness of h, a handler returned by
+// Handler.
+//
+// Deprecated: see Handler.
+func (f *Factory) ForgetHandler(h cache.ResourceEventHandler) {
+	if w, ok := h.(*handler); ok {
+		f.forget(w)
+	}
 }

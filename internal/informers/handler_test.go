@@ -33,7 +33,7 @@ func TestHandlerLagAndLiveness(t *testing.T) {
 		t.Fatal(err)
 	}
 	var block sync.Mutex
-	h := f.Handler("pods", cache.ResourceEventHandlerFuncs{
+	h := f.tracked("pods", cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, _ any) { clk.Step(30 * time.Millisecond) }, // the handler's own work
 		AddFunc:    func(any) { block.Lock(); block.Unlock() },         //nolint:staticcheck,gocritic // SA2001, badLock: waits until the test unlocks
 	})
@@ -108,4 +108,11 @@ func histLine(v float64) string {
 	b.WriteString(`kube_convergence_handler_lag_seconds_sum{collector="pods"} ` + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
 	b.WriteString(`kube_convergence_handler_lag_seconds_count{collector="pods"} 1` + "\n")
 	return b.String()
+}
+
+// tracked is a handler measured as an attached watch's is.
+func (f *Factory) tracked(collector string, inner cache.ResourceEventHandler) *handler {
+	h := f.newHandler(collector, inner)
+	f.track(h)
+	return h
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,9 +73,19 @@ type Factory struct {
 
 	hooks hooks // see BeforeCompact
 
+	unexpected *prometheus.CounterVec // see Watch
+
 	mu        sync.Mutex
 	informers map[Resource]cache.SharedIndexInformer
 	started   map[Resource]bool
+	ctx       context.Context // set by the first Start
+	kick      chan struct{}   // a watch was added: see attachLoop
+	watches   []*Watching
+	tickers   []ticker
+	// manual: driven by its caller (see Manual), with informers from
+	// newInformer.
+	manual      bool
+	newInformer func(r Resource, example any, indexers cache.Indexers) cache.SharedIndexInformer
 }
 
 // New returns a factory over client. wrap may be nil.
@@ -83,12 +94,14 @@ func New(client kubernetes.Interface, wrap Wrapper, logger *slog.Logger) *Factor
 		wrap = func(_ string, lw cache.ListerWatcher) cache.ListerWatcher { return lw }
 	}
 	return &Factory{
-		client:    client,
-		wrap:      wrap,
-		logger:    logger,
-		handlers:  newHandlers(time.Now),
-		informers: map[Resource]cache.SharedIndexInformer{},
-		started:   map[Resource]bool{},
+		client:     client,
+		wrap:       wrap,
+		logger:     logger,
+		handlers:   newHandlers(time.Now),
+		unexpected: newUnexpected(),
+		kick:       make(chan struct{}, 1),
+		informers:  map[Resource]cache.SharedIndexInformer{},
+		started:    map[Resource]bool{},
 	}
 }
 
@@ -115,10 +128,15 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		ListWithContextFunc:  k.list,
 		WatchFuncWithContext: k.watch,
 	}, f.client)
-	inf := cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), k.object, cache.SharedIndexInformerOptions{
-		ObjectDescription: r.String(),
-		Indexers:          indexersOf(r),
-	})
+	var inf cache.SharedIndexInformer
+	if f.newInformer != nil {
+		inf = f.newInformer(r, k.object, indexersOf(r))
+	} else {
+		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), k.object, cache.SharedIndexInformerOptions{
+			ObjectDescription: r.String(),
+			Indexers:          indexersOf(r),
+		})
+	}
 	if err := inf.SetTransform(f.hooked(r, Compact)); err != nil {
 		return nil, fmt.Errorf("informers: set transform for %s: %w", r, err)
 	}
@@ -126,11 +144,22 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 	return inf, nil
 }
 
-// Start runs every informer created so far that is not running yet. It can be
-// called again after more informers were requested.
+// Start runs every informer created so far that is not running yet, and
+// from the first call on attaches every watch once its informers have
+// synced and runs the periodic functions (Every). It can be called again
+// after more informers were requested.
 func (f *Factory) Start(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.ctx == nil {
+		f.ctx = ctx
+		if !f.manual {
+			go f.attachLoop(ctx)
+			for _, t := range f.tickers {
+				go t.run(ctx)
+			}
+		}
+	}
 	for r, inf := range f.informers {
 		if f.started[r] {
 			continue

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"reflect"
 	"strconv"
 	"time"
 
@@ -57,10 +58,14 @@ type Receipt interface {
 // without package listwatch under it, as in some tests): callers then use
 // their own clock.
 func Received(obj any) (at time.Time, listed bool) {
-	if r, ok := Unwrap(obj).(Receipt); ok {
+	obj = Unwrap(obj)
+	if v := reflect.ValueOf(obj); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+		return time.Time{}, false // no object: a typed nil must not panic the handler
+	}
+	if r, ok := obj.(Receipt); ok {
 		return r.Receipt()
 	}
-	m, ok := Unwrap(obj).(metav1.Object)
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return time.Time{}, false
 	}

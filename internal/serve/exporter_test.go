@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -169,14 +168,12 @@ func (blockingCollector) Resources() []informers.Resource {
 }
 func (blockingCollector) Register(prometheus.Registerer) error { return nil }
 func (c blockingCollector) Start(_ context.Context, f *informers.Factory) error {
-	inf, err := f.Informer(informers.Pods)
-	if err != nil {
-		return err
-	}
-	_, err = inf.AddEventHandler(f.Handler("blocking", cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
-		c.entered <- struct{}{}
-		<-c.release
-	}}))
+	_, err := informers.Watch(f, "blocking", informers.Pods, informers.Handlers[corev1.Pod]{
+		Changed: func(_, _ *corev1.Pod, _ informers.Seen) {
+			c.entered <- struct{}{}
+			<-c.release
+		},
+	})
 	return err
 }
 

@@ -266,7 +266,8 @@ func (t *ChurnTracker) releaseManagers() {
 // baseline, no move is judged across it.
 // fingerprint identifies the managedFields it was read from (see
 // Unchanged).
-func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, at time.Time, listed bool) {
+func (t *ChurnTracker) Ownership(uid, kind string, fingerprint uint64, entries []ManagedEntry, seen Seen) {
+	at, listed := seen.At, !seen.Live
 	cur := map[uint64]int32{}
 	for _, e := range entries {
 		m := t.manager(e.Manager)

@@ -145,7 +145,7 @@ func TestOwnershipFlaps(t *testing.T) {
 			}
 			for i, w := range c.writes {
 				before := total()
-				tr.Ownership("uid-1", "Deployment", uint64(i), w.entries, r0.Add(w.at), w.listed)
+				tr.Ownership("uid-1", "Deployment", uint64(i), w.entries, Seen{At: r0.Add(w.at), Live: !w.listed})
 				if got := total() - before; got != w.flaps {
 					t.Errorf("write %d (+%v): %d flaps, want %d", i, w.at, got, w.flaps)
 				}
@@ -166,9 +166,9 @@ func TestOwnershipFlaps(t *testing.T) {
 func TestFlapPairsCapped(t *testing.T) {
 	tr := churnTracker() // MaxPairs 2
 	fight := func(uid, a, b string) {
-		tr.Ownership(uid, "Deployment", 1, owned(a, []uint64{replicas}), r0, false)
-		tr.Ownership(uid, "Deployment", 2, owned(b, []uint64{replicas}), r0.Add(time.Second), false)
-		tr.Ownership(uid, "Deployment", 3, owned(a, []uint64{replicas}), r0.Add(2*time.Second), false)
+		tr.Ownership(uid, "Deployment", 1, owned(a, []uint64{replicas}), LiveAt(r0))
+		tr.Ownership(uid, "Deployment", 2, owned(b, []uint64{replicas}), LiveAt(r0.Add(time.Second)))
+		tr.Ownership(uid, "Deployment", 3, owned(a, []uint64{replicas}), LiveAt(r0.Add(2*time.Second)))
 	}
 	fight("1", "b", "a")
 	fight("2", "c", "d")
@@ -211,7 +211,7 @@ func TestOwnershipMemoryBounds(t *testing.T) {
 	// Two appliers own .spec.replicas together (same value, no force), a
 	// owns 2 more paths alone: 2 paths held, not 3.
 	shared := append(owned("a", []uint64{replicas, 11, 12}), owned("b", []uint64{replicas})...)
-	tr.Ownership("s", "Deployment", 1, shared, r0, false)
+	tr.Ownership("s", "Deployment", 1, shared, LiveAt(r0))
 	if _, paths := tr.OwnershipTracked(); paths != 2 {
 		t.Errorf("paths held %d, want 2 (the shared one is not held)", paths)
 	}
@@ -220,7 +220,7 @@ func TestOwnershipMemoryBounds(t *testing.T) {
 	for i := range big {
 		big[i] = uint64(1000 + i)
 	}
-	tr.Ownership("cr", "Knob.example.com", 1, owned("x", big), r0, false)
+	tr.Ownership("cr", "Knob.example.com", 1, owned("x", big), LiveAt(r0))
 	if n := len(tr.owners["cr"].paths); n != maxObjectPaths {
 		t.Errorf("paths of a 5000-leaf object %d, want the cap %d", n, maxObjectPaths)
 	}
@@ -228,7 +228,7 @@ func TestOwnershipMemoryBounds(t *testing.T) {
 	// new manager gets its own name, not other.
 	tr2 := churnTracker()
 	for i := range maxManagers {
-		tr2.Ownership(fmt.Sprint("o", i), "Deployment", 1, owned(fmt.Sprint("m", i), []uint64{replicas}), r0, false)
+		tr2.Ownership(fmt.Sprint("o", i), "Deployment", 1, owned(fmt.Sprint("m", i), []uint64{replicas}), LiveAt(r0))
 	}
 	if got := tr2.names[tr2.manager("late")]; got != LabelOther {
 		t.Fatalf("manager beyond %d while all are held: %q, want other", maxManagers, got)

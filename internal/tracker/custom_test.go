@@ -90,8 +90,8 @@ func TestCustomStallReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()
 			first := cert(1, 0, false, "")
-			tr.Observe(first, t0, false)
-			tr.Observe(tc.rec, t0.Add(time.Second), false)
+			tr.Observe(first, LiveAt(t0))
+			tr.Observe(tc.rec, LiveAt(t0.Add(time.Second)))
 			st := tr.Stalled(t0.Add(tc.at))
 			switch {
 			case tc.want == "" && len(st) != 0:

@@ -3,21 +3,24 @@ package tracker
 import "sort"
 
 // Pod not-ready reasons: why a non-terminating Pending or Running pod is not
-// Ready, most specific first.
+// Ready, in the order NotReadyReason applies them: the first that holds is
+// the reason.
 const (
 	PodSchedulingGated  = "scheduling_gated"  // spec.schedulingGates not empty: waiting for an admission queue (Kueue and friends)
 	PodUnschedulable    = "unschedulable"     // PodScheduled=False, reason Unschedulable
-	PodImagePull        = "image_pull"        // a container waits in ErrImagePull / ImagePullBackOff / InvalidImageName
-	PodCrashLoop        = "crash_loop"        // a container waits in CrashLoopBackOff or keeps terminating with errors
+	PodNodeNotReady     = "node_not_ready"    // the pod's node is not Ready (kubelet unreachable)
 	PodInitFailing      = "init_failing"      // an init container failed or crash-loops
+	PodImagePull        = "image_pull"        // a container or init container waits in ErrImagePull / ImagePullBackOff / InvalidImageName / ErrImageNeverPull
+	PodCrashLoop        = "crash_loop"        // a container waits in CrashLoopBackOff or keeps terminating with errors
 	PodReadinessGate    = "readiness_gate"    // containers ready, a readiness gate's condition not True (a load balancer not programmed yet)
 	PodReadinessFailing = "readiness_failing" // containers run, but readiness does not pass
-	PodNodeNotReady     = "node_not_ready"    // the pod's node is not Ready (kubelet unreachable)
 	PodOther            = "other"             // starting, or a reason not classified
 )
 
-// PodReasons lists every not-ready reason, for zero-initialised gauges.
-var PodReasons = []string{PodSchedulingGated, PodUnschedulable, PodImagePull, PodCrashLoop, PodInitFailing, PodReadinessGate, PodReadinessFailing, PodNodeNotReady, PodOther}
+// PodReasons lists every not-ready reason in NotReadyReason's precedence:
+// the order of the zero-initialised gauges, of the reasons named in help
+// texts and docs (docs/pods.md), and of DominantReason's tie-break.
+var PodReasons = []string{PodSchedulingGated, PodUnschedulable, PodNodeNotReady, PodInitFailing, PodImagePull, PodCrashLoop, PodReadinessGate, PodReadinessFailing, PodOther}
 
 // ContainerState is the compact state of one container.
 type ContainerState struct {
@@ -52,7 +55,13 @@ type PodFacts struct {
 
 // NotReadyReason classifies a pod that is not Ready. It returns "" for pods
 // that are Ready, terminating, or finished (Succeeded/Failed: a finished Job
-// pod is not "not ready").
+// pod is not "not ready"). The reasons apply in the order of PodReasons,
+// whatever the order of the containers: a pod on a node that is not Ready
+// is node_not_ready before anything its container statuses say (the kubelet
+// that would update them is unreachable); init containers run before the
+// others, so a failing one comes before any image pull; and a container
+// that cannot pull its image comes before another that crash-loops (for
+// want of it, often).
 func NotReadyReason(p PodFacts) string {
 	if p.Ready || p.Terminating || (p.Phase != "Pending" && p.Phase != "Running") {
 		return ""
@@ -65,33 +74,39 @@ func NotReadyReason(p PodFacts) string {
 	case p.NodeNotReady:
 		return PodNodeNotReady
 	}
-	for _, c := range p.Init {
-		if c.WaitingReason == "CrashLoopBackOff" || (c.Terminated && c.TerminatedExit != 0) || imagePull(c.WaitingReason) {
-			if imagePull(c.WaitingReason) {
-				return PodImagePull
-			}
-			return PodInitFailing
-		}
+	var pulling, initFailing, crashing bool
+	for i := range p.Init {
+		c := &p.Init[i]
+		pulling = pulling || imagePull(c.WaitingReason)
+		initFailing = initFailing || failing(c)
 	}
 	allRunning := len(p.Containers) > 0
-	for _, c := range p.Containers {
-		switch {
-		case imagePull(c.WaitingReason):
-			return PodImagePull
-		case c.WaitingReason == "CrashLoopBackOff", c.Terminated && c.TerminatedExit != 0:
-			return PodCrashLoop
-		}
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		pulling = pulling || imagePull(c.WaitingReason)
+		crashing = crashing || failing(c)
 		allRunning = allRunning && c.Running
 	}
-	if p.ContainersReady && p.ReadinessGatePending {
+	switch {
+	case initFailing:
+		return PodInitFailing
+	case pulling:
+		return PodImagePull
+	case crashing:
+		return PodCrashLoop
+	case p.ContainersReady && p.ReadinessGatePending:
 		// The kubelet sets Ready = ContainersReady and every readiness
 		// gate True: the gate is what is missing.
 		return PodReadinessGate
-	}
-	if allRunning && p.Phase == "Running" {
+	case allRunning && p.Phase == "Running":
 		return PodReadinessFailing
 	}
 	return PodOther
+}
+
+// failing: the container crash-loops or last terminated with an error.
+func failing(c *ContainerState) bool {
+	return c.WaitingReason == "CrashLoopBackOff" || (c.Terminated && c.TerminatedExit != 0)
 }
 
 func imagePull(reason string) bool {
@@ -103,7 +118,7 @@ func imagePull(reason string) bool {
 }
 
 // DominantReason returns the most frequent reason, ties broken by the order
-// of PodReasons (most specific first); "" for none.
+// of PodReasons (NotReadyReason's precedence); "" for none.
 func DominantReason(reasons []string) string {
 	if len(reasons) == 0 {
 		return ""

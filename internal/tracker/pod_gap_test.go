@@ -105,8 +105,8 @@ func TestGatedPodStartsAtTheGateRemoval(t *testing.T) {
 	})
 	// Stalled from the gate removal, not from the creation.
 	tr = newPodTracker()
-	tr.Observe(gatedPod(), at("0s"), false)
-	tr.Observe(startingPod("-scheduled@0s"), at("20s"), false)
+	tr.Observe(gatedPod(), LiveAt(at("0s")))
+	tr.Observe(startingPod("-scheduled@0s"), LiveAt(at("20s")))
 	if s := tr.Stalled(at("81s")); len(s) != 1 || s[0].Age != 61*time.Second {
 		t.Fatalf("stalled = %+v, want 61s since the gate removal", s)
 	}
@@ -157,7 +157,7 @@ func TestPodTickCountsEachCrossingOnce(t *testing.T) {
 	for i := range 1000 {
 		p := withFacts(startingPod("-scheduled@0s"), func(f *PodFacts) { f.Unschedulable = true })
 		p.UID = "u" + string(rune('a'+i%26)) + time.Duration(i).String()
-		tr.Observe(p, t0, false)
+		tr.Observe(p, LiveAt(t0))
 	}
 	count := map[float64]int{}
 	for _, s := range []string{"0.5s", "1.5s", "1.7s", "3s", "10s", "1h"} {

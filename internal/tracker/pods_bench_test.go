@@ -15,12 +15,12 @@ func benchPodTracker() *PodTracker {
 	for i := range 19900 {
 		p := ready
 		p.UID = fmt.Sprint("settled-", i)
-		tr.Observe(p, t0, false)
+		tr.Observe(p, LiveAt(t0))
 	}
 	for i := range 100 {
 		p := startingPod()
 		p.UID = fmt.Sprint("starting-", i)
-		tr.Observe(p, t0, false)
+		tr.Observe(p, LiveAt(t0))
 	}
 	return tr
 }
@@ -44,12 +44,12 @@ func benchEndpointTracker() *EndpointTracker {
 	for i := range 19900 {
 		published = append(published, fmt.Sprint("settled-", i))
 	}
-	tr.ObserveSlice(*slice("web-1", "web", "", published...), t0, false)
+	tr.ObserveSlice(*slice("web-1", "web", "", published...), LiveAt(t0))
 	for _, uid := range published {
-		tr.ObservePod(*served(uid, "ready", "web"), t0, false)
+		tr.ObservePod(*served(uid, "ready", "web"), LiveAt(t0))
 	}
 	for i := range 100 {
-		tr.ObservePod(*served(fmt.Sprint("pending-", i), "ready", "web"), t0, false)
+		tr.ObservePod(*served(fmt.Sprint("pending-", i), "ready", "web"), LiveAt(t0))
 	}
 	return tr
 }

@@ -265,7 +265,8 @@ func NewPodTracker(cfg PodStartupConfig) *PodTracker {
 // true for records delivered by a list cycle (the initial list or a relist).
 // Observing the same record again (a node's readiness changed) only
 // refreshes the not-ready reason.
-func (t *PodTracker) Observe(p Pod, now time.Time, listed bool) []PodEvent {
+func (t *PodTracker) Observe(p Pod, seen Seen) []PodEvent {
+	now, listed := seen.At, !seen.Live
 	var evs []PodEvent
 	e := t.pods[p.UID]
 	first := e == nil
@@ -313,7 +314,8 @@ func (t *PodTracker) Observe(p Pod, now time.Time, listed bool) []PodEvent {
 // Delete forgets a deleted pod; a startup still open flushes its crossings.
 // live is false when the deletion was learned from a list cycle (a delete
 // tombstone): it happened at an unknown time in a gap, nothing is flushed.
-func (t *PodTracker) Delete(uid string, now time.Time, live bool) []PodEvent {
+func (t *PodTracker) Delete(uid string, seen Seen) []PodEvent {
+	now, live := seen.At, seen.Live
 	e := t.pods[uid]
 	if e == nil {
 		return nil

@@ -83,11 +83,11 @@ func runPod(t *testing.T, tr *PodTracker, steps []podStep) {
 		var evs []PodEvent
 		switch {
 		case s.del:
-			evs = tr.Delete("p1", now, !s.listed)
+			evs = tr.Delete("p1", Seen{At: now, Live: !s.listed})
 		case s.pod == nil:
 			evs = tr.Tick(now)
 		default:
-			evs = tr.Observe(*s.pod, now, s.listed)
+			evs = tr.Observe(*s.pod, Seen{At: now, Live: !s.listed})
 		}
 		if got, want := strings.Join(formatPod(evs), "; "), strings.Join(s.want, "; "); got != want {
 			t.Errorf("step %d at +%s:\n got: %s\nwant: %s", i, s.at, got, want)
@@ -291,7 +291,7 @@ func TestPodsOfTheInitialListAreNotObserved(t *testing.T) {
 		{at: "1h3s"},
 	})
 	tr = newPodTracker()
-	tr.Observe(notReady, at("1h"), true)
+	tr.Observe(notReady, ListedAt(at("1h")))
 	s := tr.Stalled(at("1h"))
 	if len(s) != 1 || s[0].Age != time.Hour-2*time.Second || s[0].Reason != PodReadinessFailing {
 		t.Fatalf("stalled = %+v, want readiness_failing since the Ready condition's transition at +2s", s)
@@ -314,11 +314,11 @@ func TestPodsOfTheInitialListAreNotObserved(t *testing.T) {
 func TestNodeNotReadyRefreshesTheReason(t *testing.T) {
 	tr := newPodTracker()
 	p := startingPod("scheduled@0s")
-	tr.Observe(p, at("0s"), false)
+	tr.Observe(p, LiveAt(at("0s")))
 	if got := tr.NotReady()["ns"]; got[PodOther] != 1 {
 		t.Fatalf("not ready = %v", got)
 	}
-	if evs := tr.Observe(withFacts(p, func(f *PodFacts) { f.NodeNotReady = true }), at("1s"), false); len(evs) != 0 {
+	if evs := tr.Observe(withFacts(p, func(f *PodFacts) { f.NodeNotReady = true }), LiveAt(at("1s"))); len(evs) != 0 {
 		t.Fatalf("re-observing produced events: %v", formatPod(evs))
 	}
 	if got := tr.NotReady()["ns"]; got[PodNodeNotReady] != 1 || got[PodOther] != 0 {
@@ -331,7 +331,7 @@ func TestPodStalledLongestFirst(t *testing.T) {
 	for i, ns := range []string{"a", "b", "c"} {
 		p := startingPod()
 		p.UID, p.Namespace = fmt.Sprint("u", i), ns
-		tr.Observe(p, at(fmt.Sprintf("%ds", i)), false)
+		tr.Observe(p, LiveAt(at(fmt.Sprintf("%ds", i))))
 	}
 	s := tr.Stalled(at("62s"))
 	if len(s) != 2 || s[0].Pod.UID != "u0" || s[1].Pod.UID != "u1" {

@@ -154,7 +154,8 @@ func NewEndpointTracker(cfg EndpointConfig) *EndpointTracker {
 // true for records delivered by a list cycle. Call it again when the
 // Services selecting the pod change (listed false: the Service change was
 // received live at now).
-func (t *EndpointTracker) ObservePod(p ServedPod, now time.Time, listed bool) []EndpointEvent {
+func (t *EndpointTracker) ObservePod(p ServedPod, seen Seen) []EndpointEvent {
+	now, listed := seen.At, !seen.Live
 	sp := t.pods[p.UID]
 	if sp == nil {
 		if len(p.Services) == 0 {
@@ -214,7 +215,8 @@ func (t *EndpointTracker) ObservePod(p ServedPod, now time.Time, listed bool) []
 // without a grace period) stops serving now; its pairs still published stay
 // tracked until the slices drop it. live is false for a delete tombstone (the
 // deletion happened during a gap): nothing is timed from it.
-func (t *EndpointTracker) DeletePod(uid string, now time.Time, live bool) []EndpointEvent {
+func (t *EndpointTracker) DeletePod(uid string, seen Seen) []EndpointEvent {
+	now, live := seen.At, seen.Live
 	sp := t.pods[uid]
 	if sp == nil {
 		return nil
@@ -238,7 +240,8 @@ func (t *EndpointTracker) DeletePod(uid string, now time.Time, live bool) []Endp
 
 // ObserveSlice takes the current record of an EndpointSlice, received at
 // now; listed is true for records delivered by a list cycle.
-func (t *EndpointTracker) ObserveSlice(s Slice, now time.Time, listed bool) []EndpointEvent {
+func (t *EndpointTracker) ObserveSlice(s Slice, seen Seen) []EndpointEvent {
+	now, listed := seen.At, !seen.Live
 	var evs []EndpointEvent
 	old := t.slices[s.UID]
 	if !listed && !s.TriggerTime.IsZero() && (old == nil || !old.trigger.Equal(s.TriggerTime)) {
@@ -255,7 +258,8 @@ func (t *EndpointTracker) ObserveSlice(s Slice, now time.Time, listed bool) []En
 // DeleteSlice takes an EndpointSlice's deletion: its endpoints are no
 // longer published (unless another slice of the Service lists them). live
 // is false for a delete tombstone.
-func (t *EndpointTracker) DeleteSlice(uid string, now time.Time, live bool) []EndpointEvent {
+func (t *EndpointTracker) DeleteSlice(uid string, seen Seen) []EndpointEvent {
+	now, live := seen.At, seen.Live
 	old := t.slices[uid]
 	if old == nil {
 		return nil

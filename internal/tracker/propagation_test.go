@@ -68,13 +68,13 @@ func runEndpoints(t *testing.T, tr *EndpointTracker, steps []epStep) {
 		var evs []EndpointEvent
 		switch {
 		case s.pod != nil:
-			evs = tr.ObservePod(*s.pod, now, s.listed)
+			evs = tr.ObservePod(*s.pod, Seen{At: now, Live: !s.listed})
 		case s.slice != nil:
-			evs = tr.ObserveSlice(*s.slice, now, s.listed)
+			evs = tr.ObserveSlice(*s.slice, Seen{At: now, Live: !s.listed})
 		case s.delPod != "":
-			evs = tr.DeletePod(s.delPod, now, !s.listed)
+			evs = tr.DeletePod(s.delPod, Seen{At: now, Live: !s.listed})
 		case s.delSlice != "":
-			evs = tr.DeleteSlice(s.delSlice, now, !s.listed)
+			evs = tr.DeleteSlice(s.delSlice, Seen{At: now, Live: !s.listed})
 		default:
 			evs = tr.Tick(now)
 		}
@@ -153,7 +153,7 @@ func TestServiceCreatedAfterItsPods(t *testing.T) {
 		{at: "10.05s", slice: slice("late-1", "late", "", "p1"), want: []string{"propagated late/p1 50ms"}},
 	})
 	tr2 := newEndpointTracker()
-	tr2.ObservePod(*served("p1", "ready"), at("0s"), false)
+	tr2.ObservePod(*served("p1", "ready"), LiveAt(at("0s")))
 	if tr2.Tracked("p1") {
 		t.Fatal("a pod selected by no Service is tracked")
 	}
@@ -261,8 +261,8 @@ func TestEndpointDurationsNeverNegative(t *testing.T) {
 	// Receive times from two watches can be equal; an injected clock could
 	// even step back. No duration is negative.
 	tr := newEndpointTracker()
-	tr.ObservePod(*served("p1", "ready", "web"), at("5s"), false)
-	evs := tr.ObserveSlice(*slice("web-1", "web", "", "p1"), at("4s"), false)
+	tr.ObservePod(*served("p1", "ready", "web"), LiveAt(at("5s")))
+	evs := tr.ObserveSlice(*slice("web-1", "web", "", "p1"), LiveAt(at("4s")))
 	if len(evs) != 1 || evs[0].Duration != 0 {
 		t.Fatalf("events %v", formatEndpoints(evs))
 	}

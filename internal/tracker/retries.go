@@ -191,7 +191,8 @@ func fold(set map[string]struct{}, v string, limit int) string {
 // replayed gap): its count becomes the baseline and nothing is counted,
 // since the occurrences it adds happened while the exporter did not watch
 // (or were counted before a restart).
-func (t *RetryTracker) Observe(w Warning, at time.Time, listed bool) RetryResult {
+func (t *RetryTracker) Observe(w Warning, seen Seen) RetryResult {
+	at, listed := seen.At, !seen.Live
 	prev, known := t.events[w.UID]
 	var key RetryKey
 	if known {

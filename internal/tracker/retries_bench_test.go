@@ -22,7 +22,7 @@ func benchRetryTracker() (*RetryTracker, []Warning) {
 			Count:      1,
 			Legacy:     true,
 		}
-		tr.Observe(ws[i], r0, false)
+		tr.Observe(ws[i], LiveAt(r0))
 	}
 	return tr, ws
 }
@@ -39,7 +39,7 @@ func BenchmarkRetryObserve(b *testing.B) {
 		w := &ws[i%len(ws)]
 		w.Count++
 		at = at.Add(time.Millisecond)
-		tr.Observe(*w, at, false)
+		tr.Observe(*w, LiveAt(at))
 		i++
 	}
 }
@@ -61,7 +61,7 @@ func BenchmarkRetryMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
 		for i := range n {
-			tr.Observe(Warning{UID: uids[i], Controller: "replicaset-controller", Reason: "FailedCreate", Kind: "ReplicaSet", Object: objs[i], Count: 1}, r0, false)
+			tr.Observe(Warning{UID: uids[i], Controller: "replicaset-controller", Reason: "FailedCreate", Kind: "ReplicaSet", Object: objs[i], Count: 1}, LiveAt(r0))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

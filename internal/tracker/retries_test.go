@@ -189,7 +189,7 @@ func TestRetryTrackerTimelines(t *testing.T) {
 					count0, sum0 = h.Count, h.Sum
 				}
 				limited0 := tr.RecorderLimited()[ik]
-				res := tr.Observe(st.w, r0.Add(st.at), st.listed)
+				res := tr.Observe(st.w, Seen{At: r0.Add(st.at), Live: !st.listed})
 				if i == 0 {
 					key = res.Key
 				}
@@ -218,11 +218,11 @@ func TestRetryIntervalHistogram(t *testing.T) {
 	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
 	// Back-off doubling from 0.5 s: 0.5 1 2 4 8 16 32 64 128 s.
 	at := r0
-	tr.Observe(quota("e1", 1), at, false)
+	tr.Observe(quota("e1", 1), LiveAt(at))
 	gap := 500 * time.Millisecond
 	for n := int32(2); n <= 10; n++ {
 		at = at.Add(gap)
-		tr.Observe(quota("e1", n), at, false)
+		tr.Observe(quota("e1", n), LiveAt(at))
 		gap *= 2
 	}
 	h := tr.Intervals()[IntervalKey{"replicaset-controller", "ReplicaSet"}]
@@ -244,10 +244,10 @@ func TestRetryIntervalHistogram(t *testing.T) {
 func TestRetryFailingWindow(t *testing.T) {
 	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
 	k := RetryKey{"replicaset-controller", "FailedCreate", "ReplicaSet"}
-	tr.Observe(quota("e1", 1), r0, false)
+	tr.Observe(quota("e1", 1), LiveAt(r0))
 	w2 := quota("e2", 1)
 	w2.Object = "rs-2"
-	tr.Observe(w2, r0.Add(5*time.Minute), false)
+	tr.Observe(w2, LiveAt(r0.Add(5*time.Minute)))
 	for _, c := range []struct {
 		at   time.Duration
 		want int
@@ -261,7 +261,7 @@ func TestRetryFailingWindow(t *testing.T) {
 	tr2 := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
 	w := quota("e1", 4)
 	w.LastSeen = r0.Add(-9 * time.Minute)
-	tr2.Observe(w, r0, true)
+	tr2.Observe(w, ListedAt(r0))
 	if got := tr2.Failing(r0)[k]; got != 1 {
 		t.Errorf("listed, last seen 9 min ago: failing %d, want 1", got)
 	}
@@ -289,8 +289,8 @@ func TestRetryWithoutRegarding(t *testing.T) {
 	bare := func(uid string) Warning {
 		return Warning{UID: uid, Controller: "", Reason: "Invalid", Kind: "none", Count: 1}
 	}
-	tr.Observe(bare("a"), r0, false)
-	res := tr.Observe(bare("b"), r0.Add(2*time.Second), false)
+	tr.Observe(bare("a"), LiveAt(r0))
+	res := tr.Observe(bare("b"), LiveAt(r0.Add(2*time.Second)))
 	k := RetryKey{"", "Invalid", "none"}
 	if res.Occurrences != 1 || tr.Counts()[k] != 2 {
 		t.Errorf("occurrences %d, total %d, want 1 and 2", res.Occurrences, tr.Counts()[k])
@@ -314,7 +314,7 @@ func TestRetryLabelSetCapAndRelease(t *testing.T) {
 	obs := func(uid, controller, reason string, at time.Duration) RetryKey {
 		w := sched(uid, 1)
 		w.Controller, w.Reason, w.Object = controller, reason, uid
-		return tr.Observe(w, r0.Add(at), false).Key
+		return tr.Observe(w, LiveAt(r0.Add(at))).Key
 	}
 	for i, c := range []struct{ controller, reason string }{{"a", "R1"}, {"b", "R2"}, {"a", "R2"}} {
 		if k := obs(fmt.Sprint("e", i), c.controller, c.reason, 0); k.Controller != c.controller || k.Reason != c.reason {
@@ -357,7 +357,7 @@ func TestRetryLabelFold(t *testing.T) {
 	obs := func(uid, reason string) RetryKey {
 		w := sched(uid, 1)
 		w.Reason = reason
-		return tr.Observe(w, r0, false).Key
+		return tr.Observe(w, LiveAt(r0)).Key
 	}
 	if k := obs("a", "A"); k.Reason != "A" {
 		t.Errorf("first reason: %q", k.Reason)
@@ -375,7 +375,7 @@ func TestRetryLabelFold(t *testing.T) {
 	for _, bad := range []string{strings.Repeat("x", 129), "bad\xffutf8"} {
 		w := sched("h"+bad, 1)
 		w.Reason, w.Kind, w.Controller = bad, bad, bad
-		k := tr2.Observe(w, r0, false).Key
+		k := tr2.Observe(w, LiveAt(r0)).Key
 		if k != (RetryKey{LabelOther, LabelOther, LabelOther}) {
 			t.Errorf("hostile value %q: key %+v", bad[:10], k)
 		}
@@ -383,7 +383,7 @@ func TestRetryLabelFold(t *testing.T) {
 	// The key of a known UID stays what it was first folded to.
 	w := sched("a", 2)
 	w.Reason = "Changed"
-	if k := tr.Observe(w, r0.Add(time.Second), false).Key; k.Reason != "A" {
+	if k := tr.Observe(w, LiveAt(r0.Add(time.Second))).Key; k.Reason != "A" {
 		t.Errorf("known UID re-keyed to %q", k.Reason)
 	}
 }

@@ -177,7 +177,8 @@ func NewRolloutTracker(cfg RolloutConfig) *RolloutTracker {
 // they are truncated to the second, unrelated to metadata-only writes (a
 // Deployment's generation also moves on annotation changes) and on another
 // clock.
-func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event {
+func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
+	now, listed := seen.At, !seen.Live
 	var evs []Event
 	missed := listed || w.observedSeen()
 	o := t.objects[w.UID]
@@ -244,7 +245,8 @@ func (t *RolloutTracker) Observe(w Workload, now time.Time, listed bool) []Event
 }
 
 // Delete closes the open episode of uid, if any, and forgets the object.
-func (t *RolloutTracker) Delete(uid string, now time.Time) []Event {
+func (t *RolloutTracker) Delete(uid string, seen Seen) []Event {
+	now := seen.At
 	o := t.objects[uid]
 	if o == nil {
 		return nil

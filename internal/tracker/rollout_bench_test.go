@@ -13,12 +13,12 @@ func BenchmarkRolloutObserve(b *testing.B) {
 	for i := range 10000 {
 		w := deploy(1, 1, 3, 3, 3)
 		w.UID = fmt.Sprint("settled-", i)
-		tr.Observe(w, t0, true)
+		tr.Observe(w, ListedAt(t0))
 	}
 	for i := range 100 {
 		w := deploy(1, 0, 3, 0, 0)
 		w.UID = fmt.Sprint("open-", i)
-		tr.Observe(w, t0, false)
+		tr.Observe(w, LiveAt(t0))
 	}
 	w := deploy(1, 1, 3, 1, 0)
 	w.UID = "open-0"
@@ -26,7 +26,7 @@ func BenchmarkRolloutObserve(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		tr.Observe(w, now, false)
+		tr.Observe(w, LiveAt(now))
 	}
 }
 
@@ -37,12 +37,12 @@ func BenchmarkRolloutTick(b *testing.B) {
 	for i := range 10000 {
 		w := deploy(1, 1, 3, 3, 3)
 		w.UID = fmt.Sprint("settled-", i)
-		tr.Observe(w, t0, true)
+		tr.Observe(w, ListedAt(t0))
 	}
 	for i := range 100 {
 		w := deploy(1, 0, 3, 0, 0)
 		w.UID = fmt.Sprint("open-", i)
-		tr.Observe(w, t0, false)
+		tr.Observe(w, LiveAt(t0))
 	}
 	now := t0.Add(2 * time.Second)
 	b.ReportAllocs()

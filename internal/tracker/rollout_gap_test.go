@@ -60,10 +60,10 @@ func TestShortGapNewObjects(t *testing.T) {
 	done := with(deploy(1, 1, 2, 2, 2), func(w *Workload) { w.UID = "done"; w.Created = at("10s"); w.SpecWritten = at("10s") })
 	rolling := with(deploy(1, 1, 2, 0, 0), func(w *Workload) { w.UID = "rolling"; w.Created = at("10s"); w.SpecWritten = at("10s") })
 	tr := newTracker()
-	if evs := tr.Observe(done, at("14s"), false); len(evs) != 0 {
+	if evs := tr.Observe(done, LiveAt(at("14s"))); len(evs) != 0 {
 		t.Errorf("converged object from the relist: %v, want nothing", format(evs))
 	}
-	if got := format(tr.Observe(rolling, at("14s"), false)); len(got) != 1 || got[0] != "recovered" {
+	if got := format(tr.Observe(rolling, LiveAt(at("14s")))); len(got) != 1 || got[0] != "recovered" {
 		t.Errorf("rolling object from the relist: %v, want recovered", got)
 	}
 	if open := tr.Open(); len(open) != 1 || open[0].Change != ChangeCreate || !open[0].Start.Equal(at("10s")) {

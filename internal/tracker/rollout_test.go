@@ -96,9 +96,9 @@ func run(t *testing.T, tr *RolloutTracker, steps []step) {
 		case s.tick:
 			evs = tr.Tick(now)
 		case s.del:
-			evs = tr.Delete("u1", now)
+			evs = tr.Delete("u1", Seen{At: now})
 		default:
-			evs = tr.Observe(*s.w, now, s.initial)
+			evs = tr.Observe(*s.w, Seen{At: now, Live: !s.initial})
 		}
 		if got, want := strings.Join(format(evs), "; "), strings.Join(s.want, "; "); got != want {
 			t.Errorf("step %d at +%s:\n got: %s\nwant: %s", i, s.at, got, want)
@@ -186,8 +186,8 @@ func TestChangeClassification(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()
-			tr.Observe(base, at("0s"), true)
-			tr.Observe(tc.next, at("1s"), false)
+			tr.Observe(base, ListedAt(at("0s")))
+			tr.Observe(tc.next, LiveAt(at("1s")))
 			open := tr.Open()
 			if len(open) != 1 || open[0].Change != tc.want || open[0].Generation != 2 {
 				t.Fatalf("open episodes = %+v, want one of generation 2 with change %s", open, tc.want)
@@ -300,7 +300,7 @@ func TestRestartRecoversInFlightOnceAndSkipsConverged(t *testing.T) {
 	}
 	// A converged object in the initial list is not observed at all.
 	tr2 := newTracker()
-	if evs := tr2.Observe(deploy(5, 5, 3, 3, 3), at("1h"), true); len(evs) != 0 || len(tr2.Open()) != 0 {
+	if evs := tr2.Observe(deploy(5, 5, 3, 3, 3), ListedAt(at("1h"))); len(evs) != 0 || len(tr2.Open()) != 0 {
 		t.Fatalf("converged object observed at start: %v", format(evs))
 	}
 }
@@ -339,8 +339,8 @@ func TestLiveWriteIsLiveWhateverItsAPITime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()
-			tr.Observe(with(deploy(1, 1, 3, 3, 3), func(w *Workload) { w.SpecWritten = at("-72h") }), at("-1h"), true)
-			if evs := format(tr.Observe(tc.next, at("1s"), false)); len(evs) != 0 {
+			tr.Observe(with(deploy(1, 1, 3, 3, 3), func(w *Workload) { w.SpecWritten = at("-72h") }), ListedAt(at("-1h")))
+			if evs := format(tr.Observe(tc.next, LiveAt(at("1s")))); len(evs) != 0 {
 				t.Fatalf("unexpected events %v", evs)
 			}
 			open := tr.Open()
@@ -366,7 +366,7 @@ func TestStalledReasonsMostSpecificFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()
-			tr.Observe(tc.w, at("0s"), false)
+			tr.Observe(tc.w, LiveAt(at("0s")))
 			if s := tr.Stalled(at("59s")); len(s) != 0 {
 				t.Fatalf("stalled before the threshold: %+v", s)
 			}
@@ -387,8 +387,8 @@ func TestStalledReasonsMostSpecificFirst(t *testing.T) {
 
 func TestOlderGenerationIgnored(t *testing.T) {
 	tr := newTracker()
-	tr.Observe(deploy(3, 3, 1, 1, 1), at("0s"), true)
-	if evs := tr.Observe(deploy(2, 2, 1, 0, 0), at("1s"), false); len(evs) != 0 || len(tr.Open()) != 0 {
+	tr.Observe(deploy(3, 3, 1, 1, 1), ListedAt(at("0s")))
+	if evs := tr.Observe(deploy(2, 2, 1, 0, 0), LiveAt(at("1s"))); len(evs) != 0 || len(tr.Open()) != 0 {
 		t.Fatalf("older generation changed state: %v", format(evs))
 	}
 }
@@ -406,18 +406,18 @@ func TestOpenedEvents(t *testing.T) {
 		}
 		return opened, recovered
 	}
-	if o, r := count(tr.Observe(deploy(1, 0, 1, 0, 0), at("0s"), false)); o != 1 || r != 0 {
+	if o, r := count(tr.Observe(deploy(1, 0, 1, 0, 0), LiveAt(at("0s")))); o != 1 || r != 0 {
 		t.Errorf("live create: opened %d recovered %d", o, r)
 	}
 	gen2 := with(deploy(2, 1, 1, 1, 1), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("1s") })
-	if o, r := count(tr.Observe(gen2, at("1s"), false)); o != 1 || r != 0 {
+	if o, r := count(tr.Observe(gen2, LiveAt(at("1s")))); o != 1 || r != 0 {
 		t.Errorf("new generation: opened %d recovered %d", o, r)
 	}
 	tr2 := newTracker()
-	if o, r := count(tr2.Observe(deploy(3, 2, 1, 0, 0), at("1m"), true)); o != 1 || r != 1 {
+	if o, r := count(tr2.Observe(deploy(3, 2, 1, 0, 0), ListedAt(at("1m")))); o != 1 || r != 1 {
 		t.Errorf("recovered at start: opened %d recovered %d", o, r)
 	}
-	if o, _ := count(newTracker().Observe(deploy(5, 5, 1, 1, 1), at("1m"), true)); o != 0 {
+	if o, _ := count(newTracker().Observe(deploy(5, 5, 1, 1, 1), ListedAt(at("1m")))); o != 0 {
 		t.Errorf("a converged object opened an episode")
 	}
 }
@@ -445,15 +445,15 @@ func TestBlockingAtAnyAge(t *testing.T) {
 	if _, ok := tr.Blocking("u1", at("0s")); ok {
 		t.Fatal("blocking reported for an unknown object")
 	}
-	tr.Observe(deploy(1, 0, 3, 0, 0), at("0s"), false)
+	tr.Observe(deploy(1, 0, 3, 0, 0), LiveAt(at("0s")))
 	if b, ok := tr.Blocking("u1", at("1s")); !ok || b.Stage != StageObserved || b.Reason != ReasonNotObserved || b.Age != time.Second {
 		t.Errorf("blocking at 1s = %+v %v, want observed not_observed 1s", b, ok)
 	}
-	tr.Observe(with(deploy(1, 1, 3, 0, 0), func(w *Workload) { w.ReplicaFailure = true }), at("2s"), false)
+	tr.Observe(with(deploy(1, 1, 3, 0, 0), func(w *Workload) { w.ReplicaFailure = true }), LiveAt(at("2s")))
 	if b, ok := tr.Blocking("u1", at("3s")); !ok || b.Stage != StageUpdated || b.Reason != ReasonReplicaFailure {
 		t.Errorf("blocking at 3s = %+v %v, want updated replica_failure", b, ok)
 	}
-	tr.Observe(deploy(1, 1, 3, 3, 3), at("4s"), false)
+	tr.Observe(deploy(1, 1, 3, 3, 3), LiveAt(at("4s")))
 	if b, ok := tr.Blocking("u1", at("5s")); ok {
 		t.Errorf("blocking after convergence = %+v", b)
 	}
@@ -461,10 +461,10 @@ func TestBlockingAtAnyAge(t *testing.T) {
 
 func TestEventsCarryTheirTime(t *testing.T) {
 	tr := newTracker()
-	evs := tr.Observe(deploy(1, 0, 3, 0, 0), at("0s"), false)
-	evs = append(evs, tr.Observe(deploy(1, 1, 3, 3, 3), at("1500ms"), false)...)
-	evs = append(evs, tr.Observe(deploy(2, 1, 3, 3, 3), at("3s"), false)...)
-	evs = append(evs, tr.Delete("u1", at("4s"))...)
+	evs := tr.Observe(deploy(1, 0, 3, 0, 0), LiveAt(at("0s")))
+	evs = append(evs, tr.Observe(deploy(1, 1, 3, 3, 3), LiveAt(at("1500ms")))...)
+	evs = append(evs, tr.Observe(deploy(2, 1, 3, 3, 3), LiveAt(at("3s")))...)
+	evs = append(evs, tr.Delete("u1", Seen{At: at("4s")})...)
 	var got []string
 	for _, e := range evs {
 		got = append(got, fmt.Sprintf("%s@%v", strings.Join(format([]Event{e}), ""), e.At.Sub(t0)))
@@ -483,10 +483,10 @@ func TestEventsCarryTheirTime(t *testing.T) {
 // has none.
 func TestStageAPITime(t *testing.T) {
 	tr := newTracker()
-	tr.Observe(with(deploy(1, 0, 1, 0, 0), func(w *Workload) { w.Endpoints = EndpointsPending }), at("0s"), false)
+	tr.Observe(with(deploy(1, 0, 1, 0, 0), func(w *Workload) { w.Endpoints = EndpointsPending }), LiveAt(at("0s")))
 	done := with(deploy(1, 1, 1, 1, 1), func(w *Workload) { w.StatusWritten = at("2s"); w.Endpoints = EndpointsPending })
-	evs := tr.Observe(done, at("2500ms"), false)
-	evs = append(evs, tr.Observe(with(done, func(w *Workload) { w.Endpoints = EndpointsReady }), at("3s"), false)...)
+	evs := tr.Observe(done, LiveAt(at("2500ms")))
+	evs = append(evs, tr.Observe(with(done, func(w *Workload) { w.Endpoints = EndpointsReady }), LiveAt(at("3s")))...)
 	var got []string
 	for _, e := range evs {
 		if e.Type == StageReached {
@@ -500,8 +500,8 @@ func TestStageAPITime(t *testing.T) {
 	c := cert(1, 1, true, "")
 	c.StatusWritten, c.Custom.ReadySince = at("5s"), at("4s")
 	ctr := newTracker()
-	ctr.Observe(cert(1, 0, false, ""), at("0s"), false)
-	for _, e := range ctr.Observe(c, at("6s"), false) {
+	ctr.Observe(cert(1, 0, false, ""), LiveAt(at("0s")))
+	for _, e := range ctr.Observe(c, LiveAt(at("6s"))) {
 		if e.Type == StageReached {
 			wantAt := map[Stage]time.Time{StageObserved: at("5s"), StageReady: at("4s")}[e.Stage]
 			if !e.APITime.Equal(wantAt) {

@@ -26,7 +26,7 @@ func TestScaleWritesDuringStuckTemplateRolloutRetarget(t *testing.T) {
 	// template episode keeps its start and its crossings; nothing is
 	// superseded or recovered; every threshold is crossed once, as template.
 	tr := newTracker()
-	tr.Observe(deploy(1, 1, 2, 2, 2), at("-1h"), true)
+	tr.Observe(deploy(1, 1, 2, 2, 2), ListedAt(at("-1h")))
 	steps := []step{
 		{at: "0s", w: p(stuck(2, 1, 2))},
 		{at: "50ms", w: p(stuck(2, 2, 2)), want: []string{"reached observed 50ms"}},
@@ -43,7 +43,7 @@ func TestScaleWritesDuringStuckTemplateRolloutRetarget(t *testing.T) {
 	run(t, tr, steps[:3])
 	var crossed []string
 	for _, s := range steps[3:] {
-		evs := tr.Observe(*s.w, atPlus(s.at), false)
+		evs := tr.Observe(*s.w, LiveAt(atPlus(s.at)))
 		for _, e := range evs {
 			if e.Type != ThresholdCrossed {
 				t.Fatalf("at %s: unexpected event %v", s.at, format([]Event{e}))
@@ -74,7 +74,7 @@ func TestScaleWritesDuringStuckTemplateRolloutRetarget(t *testing.T) {
 	// The template is fixed (t3): that supersedes; its stall age still
 	// counts from the oldest write not converged.
 	fixed := with(deploy(9, 8, 3, 0, 0), func(w *Workload) { w.TemplateHash = "t3" })
-	if got := format(tr.Observe(fixed, at("100s"), false)); !equal(got, []string{"closed superseded"}) {
+	if got := format(tr.Observe(fixed, LiveAt(at("100s")))); !equal(got, []string{"closed superseded"}) {
 		t.Errorf("template fix: %v, want the stuck episode superseded", got)
 	}
 	if s := tr.Stalled(at("101s")); len(s) != 1 || s[0].Age != 101*time.Second || s[0].Episode.Generation != 9 {
@@ -101,11 +101,11 @@ func TestAnnotationOnConvergedDeploymentIsALiveOtherEpisode(t *testing.T) {
 	// as soon as the controller observes it; not recovered.
 	tr := newTracker()
 	created := with(deploy(1, 1, 2, 2, 2), func(w *Workload) { w.SpecWritten = t0 })
-	tr.Observe(created, at("0s"), true)
+	tr.Observe(created, ListedAt(at("0s")))
 	annotated := with(created, func(w *Workload) { w.Generation = 2 })
 	var evs []Event
-	evs = append(evs, tr.Observe(annotated, at("120s"), false)...)
-	evs = append(evs, tr.Observe(with(annotated, func(w *Workload) { w.ObservedGeneration = 2 }), at("120.03s"), false)...)
+	evs = append(evs, tr.Observe(annotated, LiveAt(at("120s")))...)
+	evs = append(evs, tr.Observe(with(annotated, func(w *Workload) { w.ObservedGeneration = 2 }), LiveAt(at("120.03s")))...)
 	if got := format(evs); !equal(got, []string{"reached observed 30ms", "reached updated 30ms", "reached available 30ms", "closed converged"}) {
 		t.Errorf("annotate: %v", got)
 	}
@@ -189,7 +189,7 @@ func TestListedGenerationIsRecoveredAndNeverCrosses(t *testing.T) {
 	// from the API-side write for the recovered family, never crossing;
 	// the stall gauge still shows it.
 	tr := newTracker()
-	tr.Observe(deploy(1, 1, 2, 2, 2), at("0s"), false)
+	tr.Observe(deploy(1, 1, 2, 2, 2), LiveAt(at("0s")))
 	gen2 := with(deploy(2, 1, 2, 2, 2), func(w *Workload) { w.TemplateHash = "t2"; w.SpecWritten = at("8s") })
 	run(t, tr, []step{
 		{at: "12s", w: &gen2, initial: true, want: []string{"recovered"}},
@@ -212,7 +212,7 @@ func TestRecoveredStartNeverBeforeLastReceipt(t *testing.T) {
 	// newest f:spec time is the create of an hour ago. The exporter saw the
 	// object at +5s, so the write came after that.
 	tr := newTracker()
-	tr.Observe(with(deploy(1, 1, 2, 2, 2), func(w *Workload) { w.SpecWritten = at("-1h") }), at("5s"), false)
+	tr.Observe(with(deploy(1, 1, 2, 2, 2), func(w *Workload) { w.SpecWritten = at("-1h") }), LiveAt(at("5s")))
 	scaled := with(deploy(2, 2, 6, 2, 2), func(w *Workload) { w.SpecWritten = at("-1h"); w.Status.Replicas = 2 })
 	run(t, tr, []step{{at: "20s", w: &scaled, initial: true, want: []string{"recovered"}}})
 	if open := tr.Open(); len(open) != 1 || !open[0].Start.Equal(at("5s")) || open[0].Change != ChangeScale {

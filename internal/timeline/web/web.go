@@ -2,7 +2,9 @@
 // /api/v1/timelines (read by users' scripts, by `kube-convergence-exporter
 // explain` and by Grafana's exemplar links) and the page /timelines (the
 // slowest and stalled episodes, a waterfall of stages per episode, the
-// entries of one object).
+// entries of one object). It also renders the same episodes as text for a
+// terminal, the output of `explain` (text.go; every string from the cluster
+// through Visible).
 //
 // Everything shown comes from the cluster (names, field managers, Event
 // notes, condition messages) and may hold any printable text: the page is

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// visible renders text from the cluster (field managers, Event notes,
+// Visible renders text from the cluster (field managers, Event notes,
 // condition messages: any string a client wrote) for a terminal: every rune
 // a terminal could interpret or that shows nothing (C0 and C1 controls with
 // ESC and CSI among them, DEL, newlines, bidirectional overrides,
@@ -16,7 +16,7 @@ import (
 // output is never ambiguous with the same characters in the text. Printable
 // text, markup such as <script> included, is text on a terminal and stays
 // as it is.
-func visible(s string) string {
+func Visible(s string) string {
 	if !needsEscape(s) {
 		return s
 	}
@@ -28,7 +28,7 @@ func visible(s string) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '\\':
 			b.WriteString(`\\`)
-		case isVisible(r):
+		case VisibleRune(r):
 			b.WriteRune(r)
 		case r == '\n':
 			b.WriteString(`\n`)
@@ -48,14 +48,14 @@ func visible(s string) string {
 	return b.String()
 }
 
-// isVisible: the rune is printable (unicode.IsPrint: letters, marks,
+// VisibleRune: the rune is printable (unicode.IsPrint: letters, marks,
 // numbers, punctuation, symbols and the ASCII space), so a terminal shows it
 // as itself.
-func isVisible(r rune) bool { return unicode.IsPrint(r) }
+func VisibleRune(r rune) bool { return unicode.IsPrint(r) }
 
 func needsEscape(s string) bool {
 	for _, r := range s {
-		if r == '\\' || r == utf8.RuneError || !isVisible(r) {
+		if r == '\\' || r == utf8.RuneError || !VisibleRune(r) {
 			return true
 		}
 	}
