@@ -40,6 +40,9 @@ func TestLintRefusesASiblingCollectorImport(t *testing.T) {
 	cmd := exec.CommandContext(t.Context(), lint, "run",
 		"--config", filepath.Join(root, ".golangci.yml"), "--enable-only", "depguard",
 		"--output.json.path", "stdout", "--show-stats=false",
+		// Another golangci-lint (make lint, an editor) holds its lock:
+		// wait for it instead of failing.
+		"--allow-serial-runners",
 		"./collectors/"+filepath.Base(dir))
 	cmd.Dir = root
 	var stderr strings.Builder
