@@ -141,7 +141,7 @@ func valueMap(m map[string][2]string) []dashboard.ValueMapping {
 const timelineNamespace = "timeline_namespace"
 
 // clusterScope is the namespace path segment of a cluster-scoped object in
-// the exporter's /timelines and /api/v1/timelines (issue 17).
+// the exporter's /timelines and /api/v1/timelines.
 const clusterScope = "_"
 
 // withTimelineNamespace adds timelineNamespace to the series of expr:

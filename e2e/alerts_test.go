@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 12's end-to-end acceptance for the bundled alerts: labels that
+// The end-to-end acceptance of the bundled alerts: labels that
 // survive a prometheus-operator style scrape, and KubeConvergenceExporterAbsent
 // when the exporter's target disappears.
 
@@ -297,7 +297,7 @@ slos:
 	// The bundled stuck-rollout alert (waits shortened) names the
 	// workload's namespace; stage and reason are annotations. The scrape
 	// without honor_labels gives the same alert naming the target's
-	// namespace, monitoring: the routing-by-namespace bug of issue 12.
+	// namespace, monitoring: the routing-by-namespace bug this pins.
 	v, err = prom.WaitFor(ctx, fmt.Sprintf(`ALERTS{alertname="KubeConvergenceRolloutStuck", alertstate="firing", name="stuck", namespace=%q}`, ns),
 		func(v model.Vector) bool { return len(v) >= 1 }, 2*time.Minute)
 	if err != nil {

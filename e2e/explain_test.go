@@ -36,7 +36,7 @@ func explain(ctx context.Context, url string, args ...string) (code int, stdout,
 	return 0, out.String(), errs.String()
 }
 
-// explain's acceptance (issue 17): a ResourceQuota of one pod blocks a
+// explain's acceptance: a ResourceQuota of one pod blocks a
 // 3-replica Deployment; explain, for the kind spelt deployment, deploy and
 // deployments.apps, prints the stage holding it, the reason
 // replica_failure and the FailedCreate events of its ReplicaSet, from the

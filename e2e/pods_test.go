@@ -17,7 +17,7 @@ import (
 )
 
 // Acceptance tolerance of the pod and endpoint stages against the injected
-// kwok delays and the slice batch period (issue 5), and against the test's
+// kwok delays and the slice batch period, and against the test's
 // own watch: both are receive times on this machine.
 const podTolerance = 0.3
 

@@ -203,7 +203,7 @@ func promIncrease(s *omSeries, start, end time.Time) (float64, bool) {
 	return inc * (sampled + toStart + toEnd) / sampled, true
 }
 
-// expectExhaustion is issue 16's definition, from the test's own
+// expectExhaustion is the report's definition of exhaustion, from the test's own
 // increase() numbers: the remaining share of the window's budget over the
 // 1d burn rate, in windows: at + remainingRatio x window / burnRate1d;
 // exhausted with no budget left, "not at the current rate" when the last

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 11's acceptance for pods and endpoints, against the real binary and
+// The acceptance of pod and endpoint timing, against the real binary and
 // the sandbox, each number checked against an injected truth: a watch gap
 // invents no observation, an ExternalName Service is not a publisher, and a
 // gated pod's startup starts at its gate removal. Run alone:

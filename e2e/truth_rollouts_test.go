@@ -17,7 +17,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
 )
 
-// Write patterns clusters produce all day (issue 11), against the real
+// Write patterns clusters produce all day, against the real
 // control plane: each number is checked against what the test injected.
 
 // A Deployment whose new template's pods never turn Ready, while an HPA-like

@@ -1,6 +1,6 @@
 package e2e
 
-// Watch health under real faults (issue 6, docs/watch.md): a cut network
+// Watch health under real faults (docs/watch.md): a cut network
 // path plus an etcd compaction, and an API server restart, between the
 // exporter and its API server. Every list/watch number the faults must move
 // is asserted exactly, per resource, for the exporter binary and for the

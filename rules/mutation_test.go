@@ -1,7 +1,7 @@
 package rules
 
-// Mutation check of the generated SLO rules (issue 12, "rule math
-// pinned"): every burn-rate factor, every window an alert or a ratio record
+// Mutation check of the generated SLO rules (the rule math pinned):
+// every burn-rate factor, every window an alert or a ratio record
 // reads and every `for` is perturbed, one at a time, in the generated rule
 // file, and the promtool unit tests must fail on each mutant. A mutant
 // that passes names a number no test pins.

@@ -131,8 +131,8 @@ func readYAML(t *testing.T, path string, into any) {
 }
 
 // Every alert of every rule file has a test where it fires and one where
-// it does not (issue 7: "fires when it should ... silent when it should
-// not"), in a test file that loads that rule file.
+// it does not (fires when it should, silent when it should not), in a
+// test file that loads that rule file.
 func TestEveryAlertIsTestedBothWays(t *testing.T) {
 	fires, silent := map[string]bool{}, map[string]bool{}
 	for _, f := range glob(t, filepath.Join("tests", "*.yml")) {

@@ -54,7 +54,7 @@ func TestCollectorOverInformers(t *testing.T) {
 	f.Start(ctx)
 	mustCreateService(t, cs, "web", "web", false)
 	mustCreateService(t, cs, "all", "web", true) // publishNotReadyAddresses: not tracked
-	// Issue 11 item 6: an ExternalName Service with a selector is a DNS
+	// An ExternalName Service with a selector is a DNS
 	// alias, skipped by the EndpointSlice controller: not tracked (else the
 	// pod's pair would stay pending, 2 pending below instead of 1).
 	alias := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "alias"},
@@ -164,7 +164,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Issue 12 item 5 and issue 11 item 9: a pair that becomes due creates its
+// A pair that becomes due creates its
 // namespace's series at zero (14 thresholds, propagation and removal); the
 // namespace's deletion deletes them.
 func TestSeriesCreatedAtZeroAndDeletedWithTheNamespace(t *testing.T) {

@@ -64,7 +64,7 @@ func TestCollectorOverInformers(t *testing.T) {
 	p := pod("web-1", clk.now())
 	create(t, cs, p)
 	waitFor(t, "web-1 starting", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.tr.Starting(string(p.UID)) })
-	// Issue 12 item 5: the startup opened, so its (namespace, owner_kind)
+	// The startup opened, so its (namespace, owner_kind)
 	// series exist at zero before anything is counted: 5 stages x 27
 	// thresholds, and 5 histograms.
 	if n := testutil.CollectAndCount(c.m.exceeded); n != 5*27 {
@@ -157,7 +157,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Issue 11 item 9: a deleted namespace's series go; a namespace folded into
+// A deleted namespace's series go; a namespace folded into
 // "other" by the allowlist keeps them (other namespaces share them).
 func TestNamespaceDeletedDropsItsSeries(t *testing.T) {
 	cfg := config.Default()
@@ -206,7 +206,7 @@ func TestNamespaceDeletedDropsItsSeries(t *testing.T) {
 	}
 }
 
-// Bad input (issue 11): 50 pods, each owned by a different invented kind,
+// Bad input: 50 pods, each owned by a different invented kind,
 // and one with 300 scheduling gates. No series per object: one owner_kind
 // value (other) for the 50, nothing opened for the gated one.
 func TestInventedOwnerKindsAndManyGatesAddNoSeries(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // A pod with 300 scheduling gates stays gated after compaction, with one
-// gate kept; a pod without gates stays without. Issue 11 item 7.
+// gate kept; a pod without gates stays without.
 func TestCompactKeepsSchedulingGated(t *testing.T) {
 	gates := make([]corev1.PodSchedulingGate, 300)
 	for i := range gates {

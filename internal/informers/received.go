@@ -16,7 +16,7 @@ import (
 // received it, so that every tracker is timed at the moment the watch decoder
 // delivered the event rather than when a handler got round to it (handlers
 // run behind a per-collector lock that Tick, Collect and other informers'
-// handlers also take: tens of milliseconds at 20,000 pods, issue 11).
+// handlers also take: tens of milliseconds at 20,000 pods).
 const (
 	// AnnotationReceived is the receive time in Unix nanoseconds (the
 	// exporter's clock).

@@ -82,7 +82,7 @@ func TestPublishesByReadiness(t *testing.T) {
 		{corev1.ServiceSpec{Selector: map[string]string{"app": "web"}}, true},
 		{corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, PublishNotReadyAddresses: true}, false},
 		{corev1.ServiceSpec{}, false}, // endpoints managed by hand
-		// Issue 11 item 6: a DNS alias, skipped by the EndpointSlice controller even with a selector.
+		// A DNS alias, skipped by the EndpointSlice controller even with a selector.
 		{corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Selector: map[string]string{"app": "web"}}, false},
 		{corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"}}, true},
 	} {
@@ -130,7 +130,7 @@ func TestReadyEndpoint(t *testing.T) {
 	}
 }
 
-// Issue 11 item 9: owner_kind is one of eight values, whatever a tenant
+// owner_kind is one of eight values, whatever a tenant
 // writes into an ownerReference.
 func TestOwnerKindClamped(t *testing.T) {
 	yes := true
@@ -157,7 +157,7 @@ func TestOwnerKindClamped(t *testing.T) {
 	}
 }
 
-// Issue 11 item 7: gates in the record. Hundreds of scheduling gates are one
+// Gates in the record. Hundreds of scheduling gates are one
 // fact; a readiness gate not True with containers ready is readiness_gate.
 func TestGateFacts(t *testing.T) {
 	gates := make([]corev1.PodSchedulingGate, 300)

@@ -102,7 +102,7 @@ const LandingStylePath = "/landing.css"
 // ContentSecurityPolicy is sent on every response: the exporter serves
 // nothing that needs another origin, an inline script or an inline style,
 // so a string from the cluster that slipped through escaping could still
-// neither run nor load anything (issue 17).
+// neither run nor load anything.
 const ContentSecurityPolicy = "default-src 'self'"
 
 // ValidateTelemetryPath checks --web.telemetry-path. http.ServeMux panics

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Watch gaps for pods (issue 11 item 5). "listed" steps are records
+// Watch gaps for pods. "listed" steps are records
 // delivered by a list cycle (initial list or relist); the truth of each
 // timeline is written in its comment, and the expected events follow from it
 // by hand.
@@ -76,7 +76,7 @@ func gatedPod() Pod {
 
 func withCreated(p Pod, offset string) Pod { p.Created = at(offset); return p }
 
-// Issue 11 item 7: a pod created with a scheduling gate at 0 waits in an
+// A pod created with a scheduling gate at 0 waits in an
 // admission queue; its last gate is removed at +20s (as received). While
 // gated it crosses nothing and is scheduling_gated, not stalled. Its startup
 // starts at +20s: scheduled at +20.05s is 50 ms, Ready at +23s is 3 s.

@@ -20,7 +20,7 @@ func TestNotReadyReason(t *testing.T) {
 		{"crash loop", PodFacts{Phase: "Running", Containers: []ContainerState{running, {WaitingReason: "CrashLoopBackOff", RestartCount: 4}}}, PodCrashLoop},
 		{"readiness failing", PodFacts{Phase: "Running", Containers: []ContainerState{running, running}}, PodReadinessFailing},
 		{"starting", PodFacts{Phase: "Pending", Containers: []ContainerState{{WaitingReason: "ContainerCreating"}}}, PodOther},
-		// Issue 11 item 7: queued behind an admission gate, not starting.
+		// Queued behind an admission gate, not starting.
 		{"scheduling gated", PodFacts{Phase: "Pending", SchedulingGated: true}, PodSchedulingGated},
 		// Containers ready, Ready False: the kubelet's Ready is
 		// ContainersReady and every readiness gate True.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// 20,000 tracked pods, as in issue 11: 19,900 settled (seen Ready) and 100
+// 20,000 tracked pods, the scale target: 19,900 settled (seen Ready) and 100
 // starting, created at t0. Tick runs at t0+0.05s, before the first threshold
 // (0.1 s): nothing is due.
 func benchPodTracker() *PodTracker {

@@ -2,7 +2,7 @@ package tracker
 
 import "testing"
 
-// Gaps for endpoints (issue 11 items 5 and 6). "listed" steps come from a
+// Gaps for endpoints. "listed" steps come from a
 // list cycle; for deletions, "listed" is a delete tombstone.
 
 // Item 6: the pod's live Ready event at +1s is handled before the initial

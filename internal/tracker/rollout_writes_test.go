@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Write patterns production clusters produce all day (issue 11): an HPA or
+// Write patterns production clusters produce all day: an HPA or
 // `kubectl scale` writing spec.replicas through /scale, CI and GitOps tools
 // writing annotations (a Deployment's generation moves on those too), pause
 // and resume, rollbacks, partitions and OnDelete.

@@ -167,7 +167,7 @@ func TestListBadParameters(t *testing.T) {
 	}
 }
 
-// The JSON fields issue 17 names, with their values, and [] for no item.
+// The JSON fields the API documents, with their values, and [] for no item.
 func TestListJSONFields(t *testing.T) {
 	srv, _ := newServer(t)
 	resp, body := fetch(t, srv, APIPath+"?uid=uid-web&sort=start&limit=1")

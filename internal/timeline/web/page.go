@@ -27,8 +27,7 @@ const (
 
 // pageParams are the filters of /timelines: the fields of its form, and
 // uid and trace_id, the targets of exemplar links (deploy/grafana's
-// datasource sends an exemplar's uid to <external-url>/timelines?uid=...,
-// issue 17).
+// datasource sends an exemplar's uid to <external-url>/timelines?uid=...).
 var pageParams = []string{"namespace", "kind", "outcome", "state", "uid", "trace_id"}
 
 var pageTemplate = template.Must(template.New("timelines.html").Funcs(template.FuncMap{
