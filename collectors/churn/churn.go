@@ -3,7 +3,8 @@
 // kind and namespace, hot objects with the field manager that writes them,
 // and field ownership that moves back and forth between two managers. The
 // field manager is read from managedFields by a hook that runs before the
-// informers' transform drops them (informers.BeforeCompact); the cache keeps
+// informers' transform drops them (informers.BeforeCompact, and for custom
+// resources informers.CustomResources.BeforeTransform); the cache keeps
 // only the writer's name. The counting is in package tracker (churn.go).
 package churn
 
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -151,47 +154,72 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 // scrapes.
 func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	go c.pruneEvery(ctx, time.Duration(c.cfg.Churn.FlapWindow))
-	// Configured custom resources: ownership only, through the informers
-	// the resources collector runs (their writes are not counted: those
-	// informers come and go with their CRDs).
-	if c.cfg.Enabled(config.Resources) {
-		for _, r := range c.cfg.Resources {
-			f.BeforeCompact(informers.Resource{Group: r.Group, Resource: r.Resource}, c.customHook(r.Group))
-		}
-	}
+	// Custom resources (those configured under resources:): ownership
+	// only, read from every informer the factory's custom resource tracker
+	// runs. Their writes are not counted: those informers come and go with
+	// their CRDs.
+	f.CustomResources().BeforeTransform(func(ci informers.CustomInformer) informers.Hook {
+		return c.hookOf(records.KindLabel(ci.Resource.Group, ci.Kind), true)
+	})
 	for _, r := range c.resources {
 		kind := kinds[r]
 		f.BeforeCompact(r, c.hook(kind))
-		inf, err := f.Informer(r)
-		if err != nil {
+		if err := c.watch(f, r, kind); err != nil {
 			return fmt.Errorf("churn: %w", err)
-		}
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(oldObj, newObj any) { c.onUpdate(kind, oldObj, newObj) },
-			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
-		})); err != nil {
-			return fmt.Errorf("churn: watch %s: %w", r, err)
 		}
 	}
 	return nil
+}
+
+// watch counts the updates of r's objects, of kind.
+func (c *Collector) watch(f *informers.Factory, r informers.Resource, kind string) error {
+	var err error
+	switch r {
+	case informers.Pods:
+		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Pod](c, kind))
+	case informers.Services:
+		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Service](c, kind))
+	case informers.Nodes:
+		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Node](c, kind))
+	case informers.Namespaces:
+		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Namespace](c, kind))
+	case informers.Deployments:
+		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.Deployment](c, kind))
+	case informers.StatefulSets:
+		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.StatefulSet](c, kind))
+	case informers.DaemonSets:
+		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.DaemonSet](c, kind))
+	case informers.ReplicaSets:
+		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.ReplicaSet](c, kind))
+	case informers.EndpointSlices:
+		_, err = informers.Watch(f, Name, r, writeHandlers[discoveryv1.EndpointSlice](c, kind))
+	default:
+		err = fmt.Errorf("no kind for %s", r) // kinds and this switch disagree
+	}
+	return err
+}
+
+// writeHandlers count the updates of objects of kind (an add is no write
+// of an object the exporter watched) and forget a deleted object.
+func writeHandlers[T any, P interface {
+	*T
+	metav1.Object
+}](c *Collector, kind string) informers.Handlers[T] {
+	return informers.Handlers[T]{
+		Changed: func(old, cur *T, seen informers.Seen) {
+			if old != nil {
+				c.onUpdate(kind, P(old), P(cur), seen)
+			}
+		},
+		Gone: func(last *T, _ informers.Seen) { c.onDelete(kind, P(last)) },
+		Now:  c.now,
+	}
 }
 
 // hook reads an object before it is compacted: it records the writer in an
 // annotation the cache keeps, and the field ownership of workloads.
 func (c *Collector) hook(kind string) informers.Hook {
 	return c.hookOf(kind, ownershipKinds[kind])
-}
-
-// customHook is the hook of a configured custom resource of group: its
-// ownership is tracked, its kind label is Kind.group (read from the object).
-func (c *Collector) customHook(group string) informers.Hook {
-	return func(m metav1.Object) {
-		k, ok := m.(interface{ GetKind() string })
-		if !ok || k.GetKind() == "" {
-			return
-		}
-		c.hookOf(records.KindLabel(group, k.GetKind()), true)(m)
-	}
 }
 
 func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
@@ -211,7 +239,8 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 			return // nothing to read (a compacted copy, or a server without managedFields)
 		}
 		uid, fp := string(m.GetUID()), fingerprint(m)
-		at, listed := informers.ReceivedOr(m, c.now)
+		seen := informers.SeenOf(m, c.now)
+		at, listed := seen.At, !seen.Live
 		c.mu.Lock()
 		same := c.tr.Unchanged(uid, fp, at)
 		if !same && listed {
@@ -231,7 +260,7 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.decodeErrors += uint64(bad)
-		c.tr.Ownership(uid, kind, fp, entries, tracker.Seen{At: at, Live: !listed})
+		c.tr.Ownership(uid, kind, fp, entries, seen)
 	}
 }
 
@@ -245,7 +274,8 @@ func (c *Collector) writer(kind string, m metav1.Object) string {
 		return ""
 	}
 	uid := string(m.GetUID())
-	at, listed := informers.ReceivedOr(m, c.now)
+	seen := informers.SeenOf(m, c.now)
+	at, listed := seen.At, !seen.Live
 	c.mu.Lock()
 	prev, tracked := c.writers[uid]
 	busy := !listed && c.tr.Busy(kind, m.GetNamespace(), m.GetName(), at)
@@ -310,21 +340,9 @@ func managedEntries(m metav1.Object) (out []tracker.ManagedEntry, bad int) {
 	return out, bad
 }
 
-func (c *Collector) onUpdate(kind string, oldObj, newObj any) {
-	om, ok1 := oldObj.(metav1.Object)
-	nm, ok2 := newObj.(metav1.Object)
-	if !ok1 || !ok2 || om.GetResourceVersion() == nm.GetResourceVersion() {
-		return
-	}
-	if informers.Recreated(om, nm) {
-		// Deleted and recreated under its name during a watch gap: the
-		// relist shows an update. The old object goes as on its deletion,
-		// its ownership and writer state with it (else held until pruned)
-		// and its write counts, which the new object's must not extend.
-		c.onDelete(kind, om)
-	}
-	at, listed := informers.ReceivedOr(nm, c.now)
-	if listed {
+// onUpdate counts a live update of an object of kind from om to nm.
+func (c *Collector) onUpdate(kind string, om, nm metav1.Object, seen informers.Seen) {
+	if !seen.Live {
 		return // the state after a gap: the writes inside it were not seen
 	}
 	writer := nm.GetAnnotations()[informers.AnnotationWriter]
@@ -335,14 +353,13 @@ func (c *Collector) onUpdate(kind string, oldObj, newObj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.updates[k]++
-	c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, at)
+	c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, seen.At)
 }
 
-func (c *Collector) onDelete(kind string, obj any) {
-	m, ok := informers.Unwrap(obj).(metav1.Object)
-	if !ok {
-		return
-	}
+// onDelete forgets a deleted object: its write counts (which an object
+// recreated under its name must not extend), its writer and ownership
+// state.
+func (c *Collector) onDelete(kind string, m metav1.Object) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tr.ForgetObject(kind, m.GetNamespace(), m.GetName())
