@@ -387,7 +387,12 @@ func (cr *CustomResources) transform(t *tracked, ci CustomInformer) cache.Transf
 // allowed now is tracking again; the informer of the previous version, if
 // any, stops, and the objects it held that run does not are gone.
 func (cr *CustomResources) awaitSync(ctx context.Context, t *tracked, run *customRun) {
-	if !cache.WaitForCacheSync(ctx.Done(), run.synced) {
+	synced := func() bool {
+		cr.mu.Lock()
+		defer cr.mu.Unlock()
+		return run.synced() // run.subs grows with WatchCustom
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return
 	}
 	cr.mu.Lock()
