@@ -89,7 +89,7 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 // Start implements collectors.Collector. Workload handlers are attached only
 // once the pods, replica sets, nodes, services and slices they read have
 // synced, so the initial list is judged on complete facts.
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	get := func(r informers.Resource) cache.SharedIndexInformer {
 		inf, err := f.Informer(r)
 		if err != nil {

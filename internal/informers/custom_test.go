@@ -109,7 +109,7 @@ func (w *customWorld) track() {
 	WatchCustom(w.cr, "test", Resource{Group: "example.com", Resource: "gadgets"}, func(ci CustomInformer) Handlers[unstructured.Unstructured] {
 		w.record("informer %s kind %s", ci.Resource.Version, ci.Kind)
 		return Handlers[unstructured.Unstructured]{
-			Changed: func(_, u *unstructured.Unstructured, s Seen) {
+			Changed: func(_, u *unstructured.Unstructured, _ Seen) {
 				w.record("changed %s@%s", u.GetName(), u.GetAPIVersion())
 			},
 			Gone: func(u *unstructured.Unstructured, s Seen) {
