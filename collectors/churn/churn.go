@@ -38,18 +38,21 @@ const Name = config.Churn
 const WriterUnknown = "unknown"
 
 // kinds maps the built-in resources whose writes are counted to their kind
-// label. Warning Events are not here: each occurrence is a write, counted
-// by the retries collector.
-var kinds = map[informers.Resource]string{
-	informers.Pods:           "Pod",
-	informers.Services:       "Service",
-	informers.Nodes:          "Node",
-	informers.Deployments:    "Deployment",
-	informers.StatefulSets:   "StatefulSet",
-	informers.DaemonSets:     "DaemonSet",
-	informers.ReplicaSets:    "ReplicaSet",
-	informers.EndpointSlices: "EndpointSlice",
-	informers.Namespaces:     "Namespace",
+// label and the watch of their type. Warning Events are not here: each
+// occurrence is a write, counted by the retries collector.
+var kinds = map[informers.Resource]struct {
+	name  string
+	watch func(c *Collector, f *informers.Factory, r informers.Resource, kind string) error
+}{
+	informers.Pods:           {"Pod", watchWrites[corev1.Pod]},
+	informers.Services:       {"Service", watchWrites[corev1.Service]},
+	informers.Nodes:          {"Node", watchWrites[corev1.Node]},
+	informers.Deployments:    {"Deployment", watchWrites[appsv1.Deployment]},
+	informers.StatefulSets:   {"StatefulSet", watchWrites[appsv1.StatefulSet]},
+	informers.DaemonSets:     {"DaemonSet", watchWrites[appsv1.DaemonSet]},
+	informers.ReplicaSets:    {"ReplicaSet", watchWrites[appsv1.ReplicaSet]},
+	informers.EndpointSlices: {"EndpointSlice", watchWrites[discoveryv1.EndpointSlice]},
+	informers.Namespaces:     {"Namespace", watchWrites[corev1.Namespace]},
 }
 
 // ownershipKinds are the kinds whose field ownership is tracked: workloads
@@ -162,40 +165,21 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		return c.hookOf(records.KindLabel(ci.Resource.Group, ci.Kind), true)
 	})
 	for _, r := range c.resources {
-		kind := kinds[r]
-		f.BeforeCompact(r, c.hook(kind))
-		if err := c.watch(f, r, kind); err != nil {
+		k := kinds[r]
+		f.BeforeCompact(r, c.hook(k.name))
+		if err := k.watch(c, f, r, k.name); err != nil {
 			return fmt.Errorf("churn: %w", err)
 		}
 	}
 	return nil
 }
 
-// watch counts the updates of r's objects, of kind.
-func (c *Collector) watch(f *informers.Factory, r informers.Resource, kind string) error {
-	var err error
-	switch r {
-	case informers.Pods:
-		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Pod](c, kind))
-	case informers.Services:
-		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Service](c, kind))
-	case informers.Nodes:
-		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Node](c, kind))
-	case informers.Namespaces:
-		_, err = informers.Watch(f, Name, r, writeHandlers[corev1.Namespace](c, kind))
-	case informers.Deployments:
-		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.Deployment](c, kind))
-	case informers.StatefulSets:
-		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.StatefulSet](c, kind))
-	case informers.DaemonSets:
-		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.DaemonSet](c, kind))
-	case informers.ReplicaSets:
-		_, err = informers.Watch(f, Name, r, writeHandlers[appsv1.ReplicaSet](c, kind))
-	case informers.EndpointSlices:
-		_, err = informers.Watch(f, Name, r, writeHandlers[discoveryv1.EndpointSlice](c, kind))
-	default:
-		err = fmt.Errorf("no kind for %s", r) // kinds and this switch disagree
-	}
+// watchWrites counts the updates of r's objects, of type T and kind.
+func watchWrites[T any, P interface {
+	*T
+	metav1.Object
+}](c *Collector, f *informers.Factory, r informers.Resource, kind string) error {
+	_, err := informers.Watch(f, Name, r, writeHandlers[T, P](c, kind))
 	return err
 }
 
