@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,12 +99,15 @@ type tracked struct {
 	prev *customRun
 }
 
-// customRun is one informer of a tracked resource and its handlers.
+// customRun is one informer of a tracked resource, its handlers and its
+// hooks (read by the transform on every object, replaced by
+// BeforeTransform).
 type customRun struct {
 	ci     CustomInformer
 	inf    cache.SharedIndexInformer
 	cancel context.CancelFunc
 	subs   []*customAttached
+	hooks  atomic.Pointer[[]Hook]
 }
 
 // synced reports whether the informer has synced and every handler has
@@ -239,13 +244,24 @@ func (s *customSub) matches(ci CustomInformer) bool {
 	return s.resource.Group == ci.Resource.Group && s.resource.Resource == ci.Resource.Resource
 }
 
-// BeforeTransform adds a hook (see Hook) that reads every object of every
-// informer cr starts from now on, before its transform: the field
+// BeforeTransform adds a hook (see Hook) that reads the objects of every
+// informer cr runs, now and later, before its transform: the field
 // managers, which the transform drops. hook makes it for each informer.
+// Objects an informer received before are not shown to it (collectors
+// start on their own: the informer may be running already).
 func (cr *CustomResources) BeforeTransform(hook func(CustomInformer) Hook) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.hooks = append(cr.hooks, hook)
+	for _, name := range cr.order {
+		t := cr.tracked[name]
+		for _, run := range []*customRun{t.prev, t.cur} {
+			if run != nil {
+				hs := append(slices.Clone(*run.hooks.Load()), hook(run.ci))
+				run.hooks.Store(&hs)
+			}
+		}
+	}
 }
 
 // awaitCRDs marks, once the CRD handler has had the CRD list, every
@@ -328,13 +344,19 @@ func (cr *CustomResources) judge(t *tracked, u *unstructured.Unstructured, at ti
 // handlers; cr.mu is held. Once it has synced it replaces t.prev, if any.
 func (cr *CustomResources) start(t *tracked, crd CRD, v, why string) {
 	name := t.cfg.name()
-	ci := CustomInformer{Resource: Resource{Group: t.cfg.Group, Version: v, Resource: t.cfg.Resource}, Kind: crd.Kind}
-	inf, err := cr.f.Dynamic(ci.Resource, cr.transform(t, ci))
+	run := &customRun{ci: CustomInformer{Resource: Resource{Group: t.cfg.Group, Version: v, Resource: t.cfg.Resource}, Kind: crd.Kind}}
+	ci := run.ci
+	hooks := make([]Hook, 0, len(cr.hooks))
+	for _, h := range cr.hooks {
+		hooks = append(hooks, h(ci))
+	}
+	run.hooks.Store(&hooks)
+	inf, err := cr.f.Dynamic(ci.Resource, run.transform(t.cfg.Transform))
 	if err != nil {
 		t.logger.Error("cannot track a custom resource", "resource", name, "err", err)
 		return
 	}
-	run := &customRun{ci: ci, inf: inf}
+	run.inf = inf
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			cr.mu.Lock()
@@ -359,24 +381,18 @@ func (cr *CustomResources) start(t *tracked, crd CRD, v, why string) {
 	go cr.awaitSync(ctx, t, run)
 }
 
-// transform is t's transform preceded by the hooks of BeforeTransform. An
-// object already compacted (see Compact) is not shown to the hooks again.
-func (cr *CustomResources) transform(t *tracked, ci CustomInformer) cache.TransformFunc {
-	hooks := make([]Hook, 0, len(cr.hooks))
-	for _, h := range cr.hooks {
-		hooks = append(hooks, h(ci))
-	}
-	next := t.cfg.Transform
+// transform is next (nil: none) preceded by r's hooks. An object already
+// compacted (see Compact) is not shown to the hooks again.
+func (r *customRun) transform(next cache.TransformFunc) cache.TransformFunc {
 	if next == nil {
 		next = func(obj any) (any, error) { return obj, nil }
 	}
-	if len(hooks) == 0 {
-		return next
-	}
 	return func(obj any) (any, error) {
-		if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()[AnnotationCompacted] == "" {
-			for _, h := range hooks {
-				h(m)
+		if hooks := *r.hooks.Load(); len(hooks) > 0 {
+			if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()[AnnotationCompacted] == "" {
+				for _, h := range hooks {
+					h(m)
+				}
 			}
 		}
 		return next(obj)

@@ -251,17 +251,25 @@ func TestCustomResourceStates(t *testing.T) {
 	})
 }
 
-// BeforeTransform's hooks read each object of the informers started after
-// them, before the transform.
+// BeforeTransform's hooks read each object before the transform, from
+// informers started before them too (collectors start on their own).
 func TestCustomResourceBeforeTransform(t *testing.T) {
 	w := newCustomWorld(t, gadgetCRD("v1"), gadget("v1", "g1"))
-	w.cr.BeforeTransform(func(ci CustomInformer) Hook {
-		return func(m metav1.Object) {
-			_, compacted := m.(*unstructured.Unstructured)
-			w.record("hook %s %s %v", ci.Kind, m.GetName(), compacted)
+	hook := func(name string) func(ci CustomInformer) Hook {
+		return func(ci CustomInformer) Hook {
+			return func(m metav1.Object) {
+				_, raw := m.(*unstructured.Unstructured)
+				w.record("%s %s %s %v", name, ci.Kind, m.GetName(), raw)
+			}
 		}
-	})
+	}
+	w.cr.BeforeTransform(hook("early"))
 	w.track()
 	w.f.Start(w.ctx)
-	w.await("hook Gadget g1 true", "changed g1@example.com/v1")
+	w.await("early Gadget g1 true", "changed g1@example.com/v1")
+	w.cr.BeforeTransform(hook("late"))
+	if _, err := w.dyn.Resource(gadgetsV1).Namespace("ns").Create(w.ctx, gadget("v1", "g2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.await("early Gadget g2 true", "late Gadget g2 true", "changed g2@example.com/v1")
 }
