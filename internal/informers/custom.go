@@ -182,7 +182,7 @@ func (cr *CustomResources) Track(ctx context.Context, collector string, r Custom
 		// Tracked after the CRD list: judge its CRD now.
 		if obj, ok, _ := cr.crds.inf.GetStore().GetByKey(name); ok {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
-				cr.judge(t, u, SeenOf(u, cr.now).At, false)
+				cr.judge(t, ReadCRD(u), u.GetDeletionTimestamp() != nil, SeenOf(u, cr.now).At)
 			}
 		} else {
 			cr.setState(t, CustomCRDMissing, "no CustomResourceDefinition")
@@ -280,25 +280,27 @@ func (cr *CustomResources) awaitCRDs(ctx context.Context, w *Watching) {
 	}
 }
 
+// onCRD judges the tracked resource of u, a CRD received at `at`, deleted
+// or not.
 func (cr *CustomResources) onCRD(u *unstructured.Unstructured, at time.Time, deleted bool) {
 	crd := ReadCRD(u)
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if t := cr.tracked[crd.Plural+"."+crd.Group]; t != nil {
-		cr.judge(t, u, at, deleted)
+		cr.judge(t, crd, deleted || u.GetDeletionTimestamp() != nil, at)
 	}
 }
 
-// judge applies what u, t's CRD received at `at`, says; cr.mu is held.
-func (cr *CustomResources) judge(t *tracked, u *unstructured.Unstructured, at time.Time, deleted bool) {
-	crd := ReadCRD(u)
+// judge applies what crd, t's CRD received at `at`, says (gone: deleted or
+// being deleted); cr.mu is held.
+func (cr *CustomResources) judge(t *tracked, crd CRD, gone bool, at time.Time) {
 	v := t.cfg.Version
 	if v == "" {
 		v = crd.Preferred()
 	}
 	cv, known := crd.Versions[v]
 	switch {
-	case deleted || u.GetDeletionTimestamp() != nil:
+	case gone:
 		// The API server deletes every object of a CRD being deleted first:
 		// stop now, or the reflector would relist a vanishing resource.
 		cr.untrack(t, at)
