@@ -230,14 +230,25 @@ func WatchCustom[T any](cr *CustomResources, collector string, r Resource, handl
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.subs = append(cr.subs, sub)
+	for _, run := range cr.running() {
+		if sub.matches(run.ci) {
+			run.subs = append(run.subs, sub.attach(cr.f, run.inf, run.ci))
+		}
+	}
+}
+
+// running lists the informers cr runs; cr.mu is held.
+func (cr *CustomResources) running() []*customRun {
+	var out []*customRun
 	for _, name := range cr.order {
 		t := cr.tracked[name]
 		for _, run := range []*customRun{t.prev, t.cur} {
-			if run != nil && sub.matches(run.ci) {
-				run.subs = append(run.subs, sub.attach(cr.f, run.inf, run.ci))
+			if run != nil {
+				out = append(out, run)
 			}
 		}
 	}
+	return out
 }
 
 func (s *customSub) matches(ci CustomInformer) bool {
@@ -253,14 +264,9 @@ func (cr *CustomResources) BeforeTransform(hook func(CustomInformer) Hook) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.hooks = append(cr.hooks, hook)
-	for _, name := range cr.order {
-		t := cr.tracked[name]
-		for _, run := range []*customRun{t.prev, t.cur} {
-			if run != nil {
-				hs := append(slices.Clone(*run.hooks.Load()), hook(run.ci))
-				run.hooks.Store(&hs)
-			}
-		}
+	for _, run := range cr.running() {
+		hs := append(slices.Clone(*run.hooks.Load()), hook(run.ci))
+		run.hooks.Store(&hs)
 	}
 }
 

@@ -177,7 +177,9 @@ func TestCustomResourceLifecycle(t *testing.T) {
 	w := newCustomWorld(t, gadgetCRD("v1"), gadget("v1", "g1"), gadget("v1", "g2"), gadget("v2", "g1"))
 	w.track()
 	w.f.Start(w.ctx)
-	w.await("informer v1 kind Gadget", "state tracking: version v1", "changed g1@example.com/v1", "changed g2@example.com/v1")
+	w.await("informer v1 kind Gadget", "state tracking: version v1")
+	w.await("changed g1@example.com/v1") // the initial list, in no order
+	w.await("changed g2@example.com/v1")
 	w.readiness(true, "resource gadgets.example.com: tracking, synced")
 
 	// v2 served too: the preferred version.
