@@ -378,7 +378,16 @@ func (cr *CustomResources) start(t *tracked, crd CRD, v, why string) {
 	})
 	for _, s := range cr.subs {
 		if s.matches(ci) {
-			run.subs = append(run.subs, s.attach(cr.f, inf, ci))
+			a := s.attach(cr.f, inf, ci)
+			// Attached before the informer runs, not once it has synced
+			// as Watch does (there are no facts to wait for): its initial
+			// list comes flagged as such all the same, and no live event
+			// falls between its sync and the attachment, where it would be
+			// replayed as listed.
+			if err := a.w.tryAttach(); err != nil {
+				t.logger.Error("cannot watch a custom resource", "resource", name, "err", err)
+			}
+			run.subs = append(run.subs, a)
 		}
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
