@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
 
 // Collector is one concern of the exporter.
@@ -70,3 +71,28 @@ func OnNamespaceDeleted(f *informers.Factory, collector string, fn func(namespac
 type ReadinessReporter interface {
 	Readiness() (synced bool, lines []string)
 }
+
+// Evidence is where the collectors of workloads and custom resources record
+// what happened to the objects of an open episode (writes, conditions,
+// related objects, what blocks it), for its timeline. *timeline.Store
+// implements it; the collectors depend on nothing more of the store.
+type Evidence interface {
+	// Open reports whether uid has an open episode (evidence of the
+	// others is dropped: callers spare building it).
+	Open(uid string) bool
+	// Add records an entry of episode uid; false when none is open.
+	Add(uid string, e timeline.Entry) bool
+	// Relate makes entries about objectUID (a pod, a ReplicaSet) reach
+	// the episode of episodeUID.
+	Relate(objectUID, episodeUID string)
+	// AddRelated records an entry about objectUID in the episode it is
+	// related to; false when none.
+	AddRelated(objectUID string, e timeline.Entry) bool
+	// Gone says objectUID was deleted: its relation is kept a while, for
+	// what follows a deletion.
+	Gone(objectUID string)
+	// Block records what holds episode uid now.
+	Block(uid, stage, reason string, now time.Time)
+}
+
+var _ Evidence = (*timeline.Store)(nil)

@@ -3,7 +3,8 @@
 // kind and namespace, hot objects with the field manager that writes them,
 // and field ownership that moves back and forth between two managers. The
 // field manager is read from managedFields by a hook that runs before the
-// informers' transform drops them (informers.BeforeCompact); the cache keeps
+// informers' transform drops them (informers.BeforeCompact, and for custom
+// resources informers.CustomResources.BeforeTransform); the cache keeps
 // only the writer's name. The counting is in package tracker (churn.go).
 package churn
 
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -36,18 +39,21 @@ const Name = config.Churn
 const WriterUnknown = "unknown"
 
 // kinds maps the built-in resources whose writes are counted to their kind
-// label. Warning Events are not here: each occurrence is a write, counted
-// by the retries collector.
-var kinds = map[informers.Resource]string{
-	informers.Pods:           "Pod",
-	informers.Services:       "Service",
-	informers.Nodes:          "Node",
-	informers.Deployments:    "Deployment",
-	informers.StatefulSets:   "StatefulSet",
-	informers.DaemonSets:     "DaemonSet",
-	informers.ReplicaSets:    "ReplicaSet",
-	informers.EndpointSlices: "EndpointSlice",
-	informers.Namespaces:     "Namespace",
+// label and the watch of their type. Warning Events are not here: each
+// occurrence is a write, counted by the retries collector.
+var kinds = map[informers.Resource]struct {
+	name  string
+	watch func(c *Collector, f *informers.Factory, r informers.Resource, kind string) error
+}{
+	informers.Pods:           {"Pod", watchWrites[corev1.Pod]},
+	informers.Services:       {"Service", watchWrites[corev1.Service]},
+	informers.Nodes:          {"Node", watchWrites[corev1.Node]},
+	informers.Deployments:    {"Deployment", watchWrites[appsv1.Deployment]},
+	informers.StatefulSets:   {"StatefulSet", watchWrites[appsv1.StatefulSet]},
+	informers.DaemonSets:     {"DaemonSet", watchWrites[appsv1.DaemonSet]},
+	informers.ReplicaSets:    {"ReplicaSet", watchWrites[appsv1.ReplicaSet]},
+	informers.EndpointSlices: {"EndpointSlice", watchWrites[discoveryv1.EndpointSlice]},
+	informers.Namespaces:     {"Namespace", watchWrites[corev1.Namespace]},
 }
 
 // ownershipKinds are the kinds whose field ownership is tracked: workloads
@@ -161,47 +167,53 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 // scrapes.
 func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	go c.pruneEvery(ctx, time.Duration(c.cfg.Churn.FlapWindow))
-	// Configured custom resources: ownership only, through the informers
-	// the resources collector runs (their writes are not counted: those
-	// informers come and go with their CRDs).
-	if c.cfg.Enabled(config.Resources) {
-		for _, r := range c.cfg.Resources {
-			f.BeforeCompact(informers.Resource{Group: r.Group, Resource: r.Resource}, c.customHook(r.Group))
-		}
-	}
+	// Custom resources (those configured under resources:): ownership
+	// only, read from every informer the factory's custom resource tracker
+	// runs. Their writes are not counted: those informers come and go with
+	// their CRDs.
+	f.CustomResources().BeforeTransform(func(ci informers.CustomInformer) informers.Hook {
+		return c.hookOf(records.KindLabel(ci.Resource.Group, ci.Kind), true)
+	})
 	for _, r := range c.resources {
-		kind := kinds[r]
-		f.BeforeCompact(r, c.hook(kind))
-		inf, err := f.Informer(r)
-		if err != nil {
+		k := kinds[r]
+		f.BeforeCompact(r, c.hook(k.name))
+		if err := k.watch(c, f, r, k.name); err != nil {
 			return fmt.Errorf("churn: %w", err)
-		}
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(oldObj, newObj any) { c.onUpdate(kind, oldObj, newObj) },
-			DeleteFunc: func(obj any) { c.onDelete(kind, obj) },
-		})); err != nil {
-			return fmt.Errorf("churn: watch %s: %w", r, err)
 		}
 	}
 	return nil
+}
+
+// watchWrites counts the updates of r's objects, of type T and kind.
+func watchWrites[T any, P interface {
+	*T
+	metav1.Object
+}](c *Collector, f *informers.Factory, r informers.Resource, kind string) error {
+	_, err := informers.Watch(f, Name, r, writeHandlers[T, P](c, kind))
+	return err
+}
+
+// writeHandlers count the updates of objects of kind (an add is no write
+// of an object the exporter watched) and forget a deleted object.
+func writeHandlers[T any, P interface {
+	*T
+	metav1.Object
+}](c *Collector, kind string) informers.Handlers[T] {
+	return informers.Handlers[T]{
+		Changed: func(old, cur *T, seen informers.Seen) {
+			if old != nil {
+				c.onUpdate(kind, P(old), P(cur), seen)
+			}
+		},
+		Gone: func(last *T, _ informers.Seen) { c.onDelete(kind, P(last)) },
+		Now:  c.now,
+	}
 }
 
 // hook reads an object before it is compacted: it records the writer in an
 // annotation the cache keeps, and the field ownership of workloads.
 func (c *Collector) hook(kind string) informers.Hook {
 	return c.hookOf(kind, ownershipKinds[kind])
-}
-
-// customHook is the hook of a configured custom resource of group: its
-// ownership is tracked, its kind label is Kind.group (read from the object).
-func (c *Collector) customHook(group string) informers.Hook {
-	return func(m metav1.Object) {
-		k, ok := m.(interface{ GetKind() string })
-		if !ok || k.GetKind() == "" {
-			return
-		}
-		c.hookOf(records.KindLabel(group, k.GetKind()), true)(m)
-	}
 }
 
 func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
@@ -221,7 +233,8 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 			return // nothing to read (a compacted copy, or a server without managedFields)
 		}
 		uid, fp := string(m.GetUID()), fingerprint(m)
-		at, listed := informers.ReceivedOr(m, c.now)
+		seen := informers.SeenOf(m, c.now)
+		at, listed := seen.At, !seen.Live
 		c.mu.Lock()
 		same := c.tr.Unchanged(uid, fp, at)
 		if !same && listed {
@@ -241,7 +254,7 @@ func (c *Collector) hookOf(kind string, ownership bool) informers.Hook {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.decodeErrors += uint64(bad)
-		c.tr.Ownership(uid, kind, fp, entries, tracker.Seen{At: at, Live: !listed})
+		c.tr.Ownership(uid, kind, fp, entries, seen)
 	}
 }
 
@@ -255,7 +268,8 @@ func (c *Collector) writer(kind string, m metav1.Object) string {
 		return ""
 	}
 	uid := string(m.GetUID())
-	at, listed := informers.ReceivedOr(m, c.now)
+	seen := informers.SeenOf(m, c.now)
+	at, listed := seen.At, !seen.Live
 	c.mu.Lock()
 	prev, tracked := c.writers[uid]
 	busy := !listed && c.tr.Busy(kind, m.GetNamespace(), m.GetName(), at)
@@ -320,21 +334,9 @@ func managedEntries(m metav1.Object) (out []tracker.ManagedEntry, bad int) {
 	return out, bad
 }
 
-func (c *Collector) onUpdate(kind string, oldObj, newObj any) {
-	om, ok1 := oldObj.(metav1.Object)
-	nm, ok2 := newObj.(metav1.Object)
-	if !ok1 || !ok2 || om.GetResourceVersion() == nm.GetResourceVersion() {
-		return
-	}
-	if informers.Recreated(om, nm) {
-		// Deleted and recreated under its name during a watch gap: the
-		// relist shows an update. The old object goes as on its deletion,
-		// its ownership and writer state with it (else held until pruned)
-		// and its write counts, which the new object's must not extend.
-		c.onDelete(kind, om)
-	}
-	at, listed := informers.ReceivedOr(nm, c.now)
-	if listed {
+// onUpdate counts a live update of an object of kind from om to nm.
+func (c *Collector) onUpdate(kind string, om, nm metav1.Object, seen informers.Seen) {
+	if !seen.Live {
 		return // the state after a gap: the writes inside it were not seen
 	}
 	writer := nm.GetAnnotations()[informers.AnnotationWriter]
@@ -345,14 +347,13 @@ func (c *Collector) onUpdate(kind string, oldObj, newObj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.updates[k]++
-	c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, at)
+	c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, seen.At)
 }
 
-func (c *Collector) onDelete(kind string, obj any) {
-	m, ok := informers.Unwrap(obj).(metav1.Object)
-	if !ok {
-		return
-	}
+// onDelete forgets a deleted object: its write counts (which an object
+// recreated under its name must not extend), its writer and ownership
+// state.
+func (c *Collector) onDelete(kind string, m metav1.Object) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tr.ForgetObject(kind, m.GetNamespace(), m.GetName())

@@ -150,11 +150,12 @@ func TestUpdatesAndHotObjects(t *testing.T) {
 		informers.Stamp(d, now, listed)
 		return d
 	}
-	c.onUpdate("Deployment", dep("1", 1, false), dep("2", 1, false))
-	c.onUpdate("Deployment", dep("2", 1, false), dep("3", 2, false))
-	c.onUpdate("Deployment", dep("3", 2, false), dep("4", 2, false))
-	c.onUpdate("Deployment", dep("4", 2, false), dep("9", 3, true))  // a relist after a gap
-	c.onUpdate("Deployment", dep("9", 3, false), dep("9", 3, false)) // nothing new
+	deployments := informers.Handle(writeHandlers[appsv1.Deployment](c, "Deployment"))
+	deployments.OnUpdate(dep("1", 1, false), dep("2", 1, false))
+	deployments.OnUpdate(dep("2", 1, false), dep("3", 2, false))
+	deployments.OnUpdate(dep("3", 2, false), dep("4", 2, false))
+	deployments.OnUpdate(dep("4", 2, false), dep("9", 3, true))  // a relist after a gap
+	deployments.OnUpdate(dep("9", 3, false), dep("9", 3, false)) // nothing new
 	// Three live writes by my-operator, above hotWrites 2.
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP kube_convergence_hot_object_writes `+helpOf(t, reg, "kube_convergence_hot_object_writes")+`
@@ -192,7 +193,7 @@ kube_convergence_hot_object_writes{kind="Deployment",manager="my-operator",name=
 	if got := updates(); got["false/Deployment/ns/"] != 2 || got["true/Deployment/ns/"] != 1 || len(got) != 2 {
 		t.Errorf("updates %v, want 2 without and 1 with a generation change", got)
 	}
-	c.onDelete("Namespace", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
+	informers.Handle(writeHandlers[corev1.Namespace](c, "Namespace")).OnDelete(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
 	if got := updates(); len(got) != 0 {
 		t.Errorf("after the namespace deletion: %v", got)
 	}
@@ -267,7 +268,7 @@ func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
 	cur.UID, cur.ResourceVersion = "u2", "7"
 	informers.Stamp(cur, time.Now(), true) // delivered by the relist
 	c.hook("Deployment")(cur)
-	c.onUpdate("Deployment", old, cur)
+	informers.Handle(writeHandlers[appsv1.Deployment](c, "Deployment")).OnUpdate(old, cur)
 	if n, _ := c.tr.OwnershipTracked(); n != 0 {
 		t.Errorf("ownership after the relist: %d objects, want 0 (the old uid gone, the new one listed)", n)
 	}

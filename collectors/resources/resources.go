@@ -12,15 +12,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -28,7 +23,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -37,17 +31,21 @@ const Name = config.Resources
 
 // States of a configured resource (kube_convergence_resource_state).
 const (
-	StateTracking            = "tracking"
-	StateCRDMissing          = "crd_missing"
-	StateVersionNotServed    = "version_not_served"
+	StateTracking         = informers.CustomTracking
+	StateCRDMissing       = informers.CustomCRDMissing
+	StateVersionNotServed = informers.CustomVersionNotServed
+	// StateNoStatusSubresource: see judge.
 	StateNoStatusSubresource = "no_status_subresource"
-	StateForbidden           = "forbidden"
+	StateForbidden           = informers.CustomForbidden
 )
 
 // States lists every state, in the order they are exposed.
 var States = []string{StateTracking, StateCRDMissing, StateVersionNotServed, StateNoStatusSubresource, StateForbidden}
 
-// Collector times custom resource rollouts.
+// Collector times custom resource rollouts. The informers of its custom
+// resources run in the factory's informers.CustomResources, which starts,
+// switches and stops them as their CRDs change: the collector says which
+// resources to track and how to judge their CRDs, and keeps the handlers.
 type Collector struct {
 	cfg    *config.Config
 	logger *slog.Logger
@@ -58,50 +56,23 @@ type Collector struct {
 	state        *prometheus.GaugeVec
 	decodeErrors *prometheus.CounterVec
 
-	f   *informers.Factory
-	ctx context.Context
-
-	mu        sync.Mutex // guards everything below; handlers of different informers run concurrently
-	tr        *tracker.RolloutTracker
 	resources map[string]*resource // by resource string: certificates.cert-manager.io
 	order     []string
-	stallOf   map[tracker.Kind]time.Duration
-	decoded   map[string]bool   // uids whose decode error was counted and logged
-	notReady  map[string]string // uid -> last condition logged
-	crdSynced bool
+
+	mu       sync.Mutex                 // guards everything below; handlers of different informers run concurrently
+	custom   *informers.CustomResources // set by Start; never called under mu
+	tr       *tracker.RolloutTracker
+	stallOf  map[tracker.Kind]time.Duration
+	decoded  map[string]bool   // uids whose decode error was counted and logged
+	notReady map[string]string // uid -> last condition logged
 	// tl receives the timeline evidence; nil: none is recorded.
-	tl *timeline.Store
+	tl collectors.Evidence
 }
 
 // resource is one configured custom resource.
 type resource struct {
-	cfg   config.Resource
-	conv  *records.Convention
-	state string // "" until the CRDs are listed
-	kind  tracker.Kind
-	// version watched and the informer's stop; run counts informer starts,
-	// so that events still queued from a stopped informer are ignored.
-	version string
-	inf     cache.SharedIndexInformer
-	handler cache.ResourceEventHandler
-	stop    context.CancelFunc
-	run     int
-	// prev is the informer of the version watched before a switch, kept
-	// running until the new one has synced so that no change goes unseen
-	// while the API server starts serving the new version.
-	prev *previous
-}
-
-type previous struct {
-	inf     cache.SharedIndexInformer
-	handler cache.ResourceEventHandler
-	stop    context.CancelFunc
-	run     int
-}
-
-// current reports whether run is one of r's running informers.
-func (r *resource) current(run int) bool {
-	return run == r.run || (r.prev != nil && run == r.prev.run)
+	cfg  config.Resource
+	conv *records.Convention
 }
 
 // The custom resource families besides the episodes' (collectors.Episodes);
@@ -206,288 +177,55 @@ func (c *Collector) Episodes(now time.Time) ([]tracker.Episode, []tracker.Stall)
 	return c.tr.Open(), c.tr.Stalled(now)
 }
 
-// Start implements collectors.Collector: it watches the CRDs and tracks each
-// configured resource while its CRD is established and fit.
+// Start implements collectors.Collector: it tracks each configured resource
+// while its CRD is established and fit.
 func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	if len(c.resources) == 0 {
 		return nil
 	}
-	c.f, c.ctx = f, ctx
-	crds, err := f.Informer(informers.CustomResourceDefinitions)
-	if err != nil {
-		return fmt.Errorf("resources: %w", err)
-	}
-	if _, err := crds.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onCRD(obj, false) },
-		UpdateFunc: func(_, obj any) { c.onCRD(obj, false) },
-		DeleteFunc: func(obj any) { c.onCRD(obj, true) },
-	})); err != nil {
-		return fmt.Errorf("resources: add handler: %w", err)
+	custom := f.CustomResources()
+	c.mu.Lock()
+	c.custom = custom
+	c.mu.Unlock()
+	for _, name := range c.order {
+		r := c.resources[name]
+		res := informers.Resource{Group: r.cfg.Group, Resource: r.cfg.Resource}
+		// Handlers first: the informer may start as soon as it is tracked.
+		informers.WatchCustom(custom, Name, res, c.startHandlers(r))
+		if err := custom.Track(ctx, Name, informers.CustomResource{
+			Group: r.cfg.Group, Resource: r.cfg.Resource, Version: r.cfg.Version,
+			Transform: r.conv.Transform,
+			Judge:     judge,
+			OnState:   func(state, why string) { c.setState(name, state, why) },
+			Logger:    c.logger,
+		}); err != nil {
+			return fmt.Errorf("resources: %w", err)
+		}
 	}
 	if err := collectors.OnNamespaceDeleted(f, Name, c.ep.ForgetNamespace); err != nil {
 		return fmt.Errorf("resources: %w", err)
 	}
-	collectors.AfterSync(ctx, c.logger, []cache.SharedIndexInformer{crds}, func() error {
-		// Every CRD present has been handled: the others are missing.
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.crdSynced = true
-		for _, name := range c.order {
-			if r := c.resources[name]; r.state == "" {
-				c.setState(name, r, StateCRDMissing, "no CustomResourceDefinition")
-			}
-		}
-		return nil
-	}, c.now, func(now time.Time) {
+	f.Every(Name, c.now, func(now time.Time) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.ep.Observe(c.tr.Tick(now), c.logger)
 	})
-	go func() {
-		<-ctx.Done()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, r := range c.resources {
-			if r.prev != nil {
-				r.prev.stop()
-			}
-			if r.stop != nil {
-				r.stop()
-			}
-		}
-	}()
 	return nil
 }
 
-// crdFacts is what a CRD says about a configured resource.
-type crdFacts struct {
-	kind        string
-	established bool
-	versions    map[string]crdVersion
+// judge refuses a served version without the status subresource: a status
+// write is then a write of the whole object and bumps metadata.generation,
+// so the controller's own observedGeneration write would open the next
+// episode, forever.
+func judge(crd informers.CRD, v string) (state, why string) {
+	if !crd.Versions[v].Status {
+		return StateNoStatusSubresource, fmt.Sprintf("version %s has no status subresource: status writes bump metadata.generation, so it could never converge", v)
+	}
+	return StateTracking, fmt.Sprintf("version %s, kind %s", v, records.KindLabel(crd.Group, crd.Kind))
 }
 
-type crdVersion struct{ served, status bool }
-
-func readCRD(u *unstructured.Unstructured) (group, plural string, f crdFacts) {
-	group, _, _ = unstructured.NestedString(u.Object, "spec", "group")
-	plural, _, _ = unstructured.NestedString(u.Object, "spec", "names", "plural")
-	f.kind, _, _ = unstructured.NestedString(u.Object, "spec", "names", "kind")
-	f.versions = map[string]crdVersion{}
-	vs, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-	for _, v := range vs {
-		m, _ := v.(map[string]any)
-		name, _ := m["name"].(string)
-		served, _ := m["served"].(bool)
-		status, _ := m["statusSubresource"].(bool)
-		f.versions[name] = crdVersion{served, status}
-	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, cd := range conds {
-		if m, _ := cd.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-			f.established = true
-		}
-	}
-	return group, plural, f
-}
-
-// preferred is the served version discovery prefers: the highest by
-// Kubernetes version ordering (v1 > v1beta2 > v1beta1 > v1alpha1), as the
-// apiextensions apiserver sorts a CRD's versions for discovery.
-func preferred(vs map[string]crdVersion) string {
-	var served []string
-	for v, cv := range vs {
-		if cv.served {
-			served = append(served, v)
-		}
-	}
-	sort.Slice(served, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(served[i], served[j]) > 0 })
-	if len(served) == 0 {
-		return ""
-	}
-	return served[0]
-}
-
-func (c *Collector) onCRD(obj any, deleted bool) {
-	u, ok := informers.Unwrap(obj).(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	group, plural, facts := readCRD(u)
-	name := plural + "." + group
-	now, _ := informers.ReceivedOr(u, c.now)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.resources[name]
-	if r == nil {
-		return
-	}
-	v := r.cfg.Version
-	if v == "" {
-		v = preferred(facts.versions)
-	}
-	cv, known := facts.versions[v]
-	switch {
-	case deleted || u.GetDeletionTimestamp() != nil:
-		// The API server deletes every object of a CRD being deleted first:
-		// stop now, or the reflector would relist a vanishing resource.
-		c.untrack(r, now)
-		c.setState(name, r, StateCRDMissing, "CustomResourceDefinition deleted")
-	case !facts.established:
-		c.untrack(r, now)
-		c.setState(name, r, StateCRDMissing, "CustomResourceDefinition not Established")
-	case !known || !cv.served:
-		c.untrack(r, now)
-		c.setState(name, r, StateVersionNotServed, fmt.Sprintf("version %q is not served", v))
-	case !cv.status:
-		// Without the status subresource a status write is a write of the
-		// whole object and bumps metadata.generation: the controller's own
-		// observedGeneration write would open the next episode, forever.
-		c.untrack(r, now)
-		c.setState(name, r, StateNoStatusSubresource, fmt.Sprintf("version %s has no status subresource: status writes bump metadata.generation, so it could never converge", v))
-	case r.inf != nil && r.version == v:
-		// Tracking already (or forbidden, retried by its reflector).
-	case r.inf != nil:
-		// Another version is now the one to watch (a new preferred served
-		// version): the objects are the same, so their episodes go on. The
-		// old informer runs until the new one has synced (the API server
-		// may take a moment to serve the new version); objects the new one
-		// does not list are then closed as deleted.
-		c.logger.Info("custom resource: watching another version", "resource", name, "from", r.version, "to", v)
-		if r.prev != nil {
-			r.prev.stop()
-			c.f.ForgetHandler(r.prev.handler)
-		}
-		r.prev = &previous{inf: r.inf, handler: r.handler, stop: r.stop, run: r.run}
-		r.inf, r.handler, r.stop = nil, nil, nil
-		c.track(name, r, tracker.Kind(records.KindLabel(group, facts.kind)), v)
-	default:
-		c.track(name, r, tracker.Kind(records.KindLabel(group, facts.kind)), v)
-	}
-}
-
-// track starts the informer of r at version v; c.mu is held. Once it has
-// synced it replaces r.prev, if any.
-func (c *Collector) track(name string, r *resource, kind tracker.Kind, v string) {
-	res := informers.Resource{Group: r.cfg.Group, Version: v, Resource: r.cfg.Resource}
-	inf, err := c.f.Dynamic(res, r.conv.Transform)
-	if err != nil {
-		c.logger.Error("cannot track a custom resource", "resource", name, "err", err)
-		return
-	}
-	r.run++
-	run := r.run
-	r.inf, r.version, r.kind = inf, v, kind
-	c.stallOf[kind] = c.cfg.ResourceStallThreshold(r.cfg, c.stall)
-	c.ep.Recovered.WithLabelValues(string(kind))
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		if apierrors.IsForbidden(err) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if r.run == run {
-				c.setState(name, r, StateForbidden, err.Error())
-			}
-			return
-		}
-		c.logger.Warn("list/watch of a custom resource failed, retrying", "resource", name, "err", err)
-	})
-	h := c.f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { c.onObject(r, run, nil, obj, initial) },
-		UpdateFunc: func(oldObj, obj any) { c.onObject(r, run, oldObj, obj, false) },
-		DeleteFunc: func(obj any) { c.onDelete(r, run, obj) },
-	})
-	if _, err := inf.AddEventHandler(h); err != nil {
-		c.f.ForgetHandler(h)
-		r.inf, r.version = nil, ""
-		c.logger.Error("cannot track a custom resource", "resource", name, "err", err)
-		return
-	}
-	r.handler = h
-	ctx, cancel := context.WithCancel(c.ctx)
-	r.stop = cancel
-	c.setState(name, r, StateTracking, fmt.Sprintf("version %s, kind %s", v, kind))
-	go inf.RunWithContext(ctx)
-	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			return
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if r.run != run {
-			return
-		}
-		// A list that was forbidden and is allowed later: tracking again.
-		if r.state == StateForbidden {
-			c.setState(name, r, StateTracking, "list allowed")
-		}
-		if r.prev == nil {
-			return
-		}
-		prev := uidsOf(r.prev.inf)
-		r.prev.stop()
-		c.f.ForgetHandler(r.prev.handler)
-		r.prev = nil
-		listed := map[string]bool{}
-		for _, uid := range uidsOf(inf) {
-			listed[uid] = true
-		}
-		now := c.now()
-		for _, uid := range prev {
-			if !listed[uid] {
-				c.forget(uid)
-				c.ep.Observe(c.tr.Delete(uid, tracker.Seen{At: now}), c.logger)
-			}
-		}
-	}()
-}
-
-// untrack stops r's informer and closes its episodes in flight as deleted;
-// c.mu is held.
-func (c *Collector) untrack(r *resource, now time.Time) {
-	for _, uid := range c.stop(r) {
-		c.forget(uid)
-		c.ep.Observe(c.tr.Delete(uid, tracker.Seen{At: now}), c.logger)
-	}
-}
-
-// stop stops r's informer, if any, and returns the UIDs it held; c.mu is
-// held. Events still queued from it are ignored (run changes).
-func (c *Collector) stop(r *resource) []string {
-	var uids []string
-	if p := r.prev; p != nil {
-		p.stop()
-		c.f.ForgetHandler(p.handler)
-		uids = uidsOf(p.inf)
-		r.prev = nil
-	}
-	if r.inf == nil {
-		return uids
-	}
-	r.stop()
-	r.run++
-	uids = append(uids, uidsOf(r.inf)...)
-	c.f.ForgetHandler(r.handler)
-	r.inf, r.stop, r.version, r.handler = nil, nil, "", nil
-	return uids
-}
-
-// uidsOf lists the UIDs in an informer's store (duplicates across two
-// informers of one resource are harmless: a second Delete is a no-op).
-func uidsOf(inf cache.SharedIndexInformer) []string {
-	var uids []string
-	for _, obj := range inf.GetStore().List() {
-		if o, ok := obj.(*records.CustomObject); ok {
-			uids = append(uids, string(o.UID))
-		}
-	}
-	return uids
-}
-
-// setState records and logs a state change; c.mu is held.
-func (c *Collector) setState(name string, r *resource, state, why string) {
-	if r.state == state {
-		return
-	}
-	r.state = state
+// setState exposes and logs a state change of the resource name.
+func (c *Collector) setState(name, state, why string) {
 	for _, s := range States {
 		v := 0.0
 		if s == state {
@@ -502,17 +240,31 @@ func (c *Collector) setState(name string, r *resource, state, why string) {
 	c.logger.Log(context.Background(), level, "custom resource state", "resource", name, "state", state, "why", why)
 }
 
-func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool) {
-	o, ok := obj.(*records.CustomObject)
-	if !ok {
-		return
+// startHandlers makes r's handlers for each informer the tracker starts
+// for it: the kind label comes from its CRD.
+func (c *Collector) startHandlers(r *resource) func(informers.CustomInformer) informers.Handlers[records.CustomObject] {
+	return func(ci informers.CustomInformer) informers.Handlers[records.CustomObject] {
+		kind := tracker.Kind(records.KindLabel(ci.Resource.Group, ci.Kind))
+		c.mu.Lock()
+		c.stallOf[kind] = c.cfg.ResourceStallThreshold(r.cfg, c.stall)
+		c.mu.Unlock()
+		c.ep.Recovered.WithLabelValues(string(kind))
+		return c.objectHandlers(r, kind)
 	}
-	now, notLive := informers.NotLive(obj, initial, c.now)
+}
+
+// objectHandlers are the handlers of r's objects, of kind.
+func (c *Collector) objectHandlers(r *resource, kind tracker.Kind) informers.Handlers[records.CustomObject] {
+	return informers.Handlers[records.CustomObject]{
+		Changed: func(old, o *records.CustomObject, seen informers.Seen) { c.onObject(r, kind, old, o, seen) },
+		Gone:    c.onGone,
+		Now:     c.now,
+	}
+}
+
+func (c *Collector) onObject(r *resource, kind tracker.Kind, old, o *records.CustomObject, seen informers.Seen) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !r.current(run) {
-		return // a stopped informer's event, queued before the stop
-	}
 	name := r.cfg.String()
 	uid := string(o.UID)
 	if o.DecodeError != "" && !c.decoded[uid] {
@@ -520,26 +272,17 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 		c.decodeErrors.WithLabelValues(name).Inc()
 		c.logger.Warn("cannot read observedGeneration: judged without the observed stage", "resource", name, "namespace", o.Namespace, "name", o.Name, "err", o.DecodeError)
 	}
-	w := records.Custom(o, r.kind, r.conv)
-	old, _ := oldObj.(*records.CustomObject)
-	if old != nil && informers.Recreated(old, o) {
-		// Deleted and recreated under its name while the watch was down:
-		// the relist shows an update. The old object's episode ends as
-		// deleted, or it would stay open, and stalled, forever.
-		c.forget(string(old.UID))
-		c.ep.Observe(c.tr.Delete(string(old.UID), tracker.Seen{At: now}), c.logger)
-		old = nil
-	}
-	c.timelineConditions(old, o, now)
-	evs := c.tr.Observe(w, tracker.Seen{At: now, Live: !notLive})
+	w := records.Custom(o, kind, r.conv)
+	c.timelineConditions(old, o, seen.At)
+	evs := c.tr.Observe(w, seen)
 	c.ep.Observe(evs, c.logger)
-	c.timelineObject(old, o, evs, now)
+	c.timelineObject(old, o, evs, seen.At)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
 		line := cd.Type + "=" + cd.Status + " " + cd.Reason + ": " + cd.Message
 		if c.notReady[uid] != line {
 			c.notReady[uid] = line
-			c.logger.Info("custom resource not ready", "kind", r.kind, "namespace", o.Namespace, "name", o.Name, "generation", o.Generation,
+			c.logger.Info("custom resource not ready", "kind", kind, "namespace", o.Namespace, "name", o.Name, "generation", o.Generation,
 				"condition", cd.Type, "status", cd.Status, "reason", cd.Reason, "message", cd.Message)
 		}
 	} else {
@@ -547,19 +290,13 @@ func (c *Collector) onObject(r *resource, run int, oldObj, obj any, initial bool
 	}
 }
 
-func (c *Collector) onDelete(r *resource, run int, obj any) {
-	o, ok := informers.Unwrap(obj).(*records.CustomObject)
-	if !ok {
-		return
-	}
-	now := informers.DeletedAt(obj, c.now)
+// onGone ends the episode of a deleted object, or of one whose CRD went
+// (informers.CustomResources hands every object its informer held).
+func (c *Collector) onGone(o *records.CustomObject, seen informers.Seen) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !r.current(run) {
-		return
-	}
 	c.forget(string(o.UID))
-	c.ep.Observe(c.tr.Delete(string(o.UID), tracker.Seen{At: now}), c.logger)
+	c.ep.Observe(c.tr.Delete(string(o.UID), seen), c.logger)
 }
 
 func (c *Collector) forget(uid string) {
@@ -571,38 +308,34 @@ func (c *Collector) forget(uid string) {
 // per configured resource for /readyz: those not tracking are named and
 // left out.
 func (c *Collector) Readiness() (bool, []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if len(c.resources) == 0 {
 		return true, nil
 	}
-	synced := c.crdSynced
-	lines := make([]string, 0, len(c.order))
-	for _, name := range c.order {
-		r := c.resources[name]
-		switch {
-		case r.state == "":
-			lines = append(lines, fmt.Sprintf("resource %s: waiting for the CRD list", name))
-		case r.state == StateTracking && r.inf != nil && !r.inf.HasSynced():
-			synced = false
-			lines = append(lines, fmt.Sprintf("resource %s: tracking, syncing", name))
-		case r.state == StateTracking:
-			lines = append(lines, fmt.Sprintf("resource %s: tracking, synced", name))
-		default:
-			lines = append(lines, fmt.Sprintf("resource %s: %s (not tracked, excluded from readiness)", name, r.state))
-		}
+	// Not under c.mu: the tracker's lock comes first (its handlers take c.mu).
+	custom := c.tracking()
+	if custom == nil {
+		return false, nil // not started
 	}
-	return synced, lines
+	return custom.Readiness(Name)
+}
+
+func (c *Collector) tracking() *informers.CustomResources {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.custom
 }
 
 // States returns each configured resource's current state, for tests and
 // the log.
 func (c *Collector) States() map[string]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := map[string]string{}
-	for name, r := range c.resources {
-		out[name] = r.state
+	for _, name := range c.order {
+		out[name] = ""
+	}
+	if custom := c.tracking(); custom != nil {
+		for name, st := range custom.States(Name) {
+			out[name] = st
+		}
 	}
 	return out
 }

@@ -1,19 +1,26 @@
 package resources
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
 
-// crd is a CRD of widgets.example.com as compactCRD leaves it.
+// crd is a CRD of widgets.example.com as the API server serves it.
 func crd(established bool, versions ...map[string]any) *unstructured.Unstructured {
 	vs := make([]any, len(versions))
 	for i, v := range versions {
@@ -24,6 +31,7 @@ func crd(established bool, versions ...map[string]any) *unstructured.Unstructure
 		status = "True"
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "widgets.example.com"},
 		"spec": map[string]any{"group": "example.com", "scope": "Namespaced", "versions": vs,
 			"names": map[string]any{"kind": "Widget", "plural": "widgets"}},
@@ -32,7 +40,11 @@ func crd(established bool, versions ...map[string]any) *unstructured.Unstructure
 }
 
 func ver(name string, served, status bool) map[string]any {
-	return map[string]any{"name": name, "served": served, "storage": true, "statusSubresource": status}
+	v := map[string]any{"name": name, "served": served, "storage": true}
+	if status {
+		v["subresources"] = map[string]any{"status": map[string]any{}}
+	}
+	return v
 }
 
 // The states that need no informer: each CRD shape gives its state, exposed
@@ -60,7 +72,15 @@ func TestCRDStates(t *testing.T) {
 			if err := c.Register(reg); err != nil {
 				t.Fatal(err)
 			}
-			c.onCRD(tc.crd, tc.deleted)
+			dyn := start(t, c, tc.crd)
+			if tc.deleted {
+				// Tracked first, then its CRD deleted.
+				waitState(t, c, StateTracking)
+				if err := dyn.Resource(crdGVR).Delete(context.Background(), tc.crd.GetName(), metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitState(t, c, tc.want)
 			if got := c.States()["widgets.example.com"]; got != tc.want {
 				t.Fatalf("state %q, want %q", got, tc.want)
 			}
@@ -77,25 +97,46 @@ func TestCRDStates(t *testing.T) {
 			if want := "resource widgets.example.com: " + tc.want + " (not tracked, excluded from readiness)"; len(lines) != 1 || lines[0] != want {
 				t.Errorf("readiness lines %q, want %q", lines, want)
 			}
-			_ = ready // the CRD list has not synced in this test
+			_ = ready // whether the CRD list has synced yet does not matter here
 		})
 	}
 }
 
-func TestPreferredVersion(t *testing.T) {
-	for _, tc := range []struct {
-		versions map[string]crdVersion
-		want     string
-	}{
-		{map[string]crdVersion{"v1beta1": {served: true}, "v1": {served: true}, "v1alpha1": {served: true}}, "v1"},
-		{map[string]crdVersion{"v1beta1": {served: true}, "v1": {served: false}}, "v1beta1"},
-		{map[string]crdVersion{"v2beta1": {served: true}, "v1": {served: true}}, "v1"}, // GA before beta, as discovery orders them
-		{map[string]crdVersion{"v2": {served: true}, "v10": {served: true}}, "v10"},
-		{map[string]crdVersion{"v1": {served: false}}, ""},
-	} {
-		if got := preferred(tc.versions); got != tc.want {
-			t.Errorf("preferred(%v) = %q, want %q", tc.versions, got, tc.want)
+var (
+	crdGVR    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	widgetGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+)
+
+// start starts c on a fake API server holding crds and no widget.
+func start(t *testing.T, c *Collector, crds ...*unstructured.Unstructured) *dynamicfake.FakeDynamicClient {
+	t.Helper()
+	objs := make([]runtime.Object, len(crds))
+	for i, u := range crds {
+		objs[i] = u
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		crdGVR: "CustomResourceDefinitionList", widgetGVR: "WidgetList",
+	}, objs...)
+	f := informers.New(fake.NewClientset(), nil, slog.New(slog.DiscardHandler))
+	f.SetDynamic(dyn)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := c.Start(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx)
+	return dyn
+}
+
+// waitState waits until widgets.example.com is in state want.
+func waitState(t *testing.T, c *Collector, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.States()["widgets.example.com"] != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %q after 10 s, want %q", c.States()["widgets.example.com"], want)
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -11,7 +12,7 @@ import (
 
 // SetTimelines makes the collector feed store with the writes and the
 // condition changes of the open episodes (call before Start).
-func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
+func (c *Collector) SetTimelines(store collectors.Evidence) { c.tl = store }
 
 // timelineConditions records, before the record is observed, the
 // conditions of o whose status, reason or message changed from old in the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -74,7 +75,7 @@ func TestScaleWriteNamesNoPreviousManager(t *testing.T) {
 }
 
 // A custom resource deleted and recreated under its name while the watch
-// was down reaches onObject as an update with another uid: the old one's
+// was down reaches the handlers as an update with another uid: the old one's
 // episode ends as deleted instead of staying open, and stalled, forever.
 func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
 	cfg := config.Default()
@@ -83,7 +84,7 @@ func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &resource{kind: "Database.example.com", conv: conv}
+	h := informers.Handle(c.objectHandlers(&resource{conv: conv}, "Database.example.com"))
 	obj := func(uid string) *records.CustomObject {
 		return &records.CustomObject{UID: types.UID(uid), Namespace: "ns", Name: "db", Generation: 1}
 	}
@@ -95,11 +96,11 @@ func TestObjectRecreatedDuringAWatchGap(t *testing.T) {
 		}
 		return uids
 	}
-	c.onObject(r, 0, nil, obj("a"), false)
+	h.OnAdd(obj("a"), false)
 	if got := open(); len(got) != 1 || got[0] != "a" {
 		t.Fatalf("open episodes after the create: %v, want [a]", got)
 	}
-	c.onObject(r, 0, obj("a"), obj("b"), false)
+	h.OnUpdate(obj("a"), obj("b"))
 	if got := open(); len(got) != 1 || got[0] != "b" {
 		t.Errorf("open episodes after the relist: %v, want only the new object's [b]", got)
 	}

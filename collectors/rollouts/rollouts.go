@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -24,7 +25,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -43,7 +43,7 @@ type Collector struct {
 
 	view *view
 	// tl receives the timeline evidence; nil: none is recorded.
-	tl *timeline.Store
+	tl collectors.Evidence
 }
 
 // New returns the rollouts collector with episode metrics of its own. stall
@@ -87,10 +87,9 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 }
 
 // Start implements collectors.Collector. Workload handlers are attached only
-// once the pods, replica sets, services and slices they read have synced, so
-// the initial list is judged on complete facts (adding a handler to a running
-// informer replays its cache as the initial list).
-func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
+// once the pods, replica sets, nodes, services and slices they read have
+// synced, so the initial list is judged on complete facts.
+func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	get := func(r informers.Resource) cache.SharedIndexInformer {
 		inf, err := f.Informer(r)
 		if err != nil {
@@ -103,55 +102,22 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		services: get(informers.Services), slices: get(informers.EndpointSlices),
 		deployments: get(informers.Deployments), statefulSets: get(informers.StatefulSets), daemonSets: get(informers.DaemonSets),
 	}
-	facts := []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.nodes, c.view.services, c.view.slices}
-	for _, inf := range []cache.SharedIndexInformer{c.view.pods, c.view.replicaSets, c.view.services, c.view.slices} {
-		if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if !initial { // a list's objects are not changes
-					c.timelineFact(nil, obj)
-				}
-				c.onFact(obj)
-			},
-			UpdateFunc: func(oldObj, obj any) { c.timelineFact(oldObj, obj); c.onFact(obj) },
-			DeleteFunc: func(obj any) { c.timelineGone(obj); c.onFact(obj) },
-		})); err != nil {
-			return fmt.Errorf("rollouts: add handler: %w", err)
-		}
-	}
-	// Node heartbeats (every 10 s per node from a kubelet) change nothing a
-	// rollout reads; only a readiness transition (node_not_ready) does, and
-	// the timelines record condition changes.
-	if _, err := c.view.nodes.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(oldObj, obj any) {
-			o, ok1 := oldObj.(*corev1.Node)
-			n, ok2 := obj.(*corev1.Node)
-			if !ok1 || !ok2 {
-				return
-			}
-			c.onNodeTimeline(o, n)
-			if records.NodeReady(o) != records.NodeReady(n) {
-				c.onFact(obj)
-			}
-		},
-	})); err != nil {
-		return fmt.Errorf("rollouts: add handler: %w", err)
-	}
-	if err := collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace); err != nil {
+	var errs []error
+	watch := func(_ *informers.Watching, err error) { errs = append(errs, err) }
+	watch(informers.Watch(f, Name, informers.Pods, factHandlers[corev1.Pod](c)))
+	watch(informers.Watch(f, Name, informers.ReplicaSets, factHandlers[appsv1.ReplicaSet](c)))
+	watch(informers.Watch(f, Name, informers.Services, factHandlers[corev1.Service](c)))
+	watch(informers.Watch(f, Name, informers.EndpointSlices, factHandlers[discoveryv1.EndpointSlice](c)))
+	watch(informers.Watch(f, Name, informers.Nodes, c.nodeHandlers()))
+	facts := []informers.Resource{informers.Pods, informers.ReplicaSets, informers.Nodes, informers.Services, informers.EndpointSlices}
+	watch(informers.Watch(f, Name, informers.Deployments, workloadHandlers[appsv1.Deployment](c), facts...))
+	watch(informers.Watch(f, Name, informers.StatefulSets, workloadHandlers[appsv1.StatefulSet](c), facts...))
+	watch(informers.Watch(f, Name, informers.DaemonSets, workloadHandlers[appsv1.DaemonSet](c), facts...))
+	errs = append(errs, collectors.OnNamespaceDeleted(f, Name, c.forgetNamespace))
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("rollouts: %w", err)
 	}
-	collectors.AfterSync(ctx, c.logger, facts, func() error {
-		var errs []error
-		for _, inf := range []cache.SharedIndexInformer{c.view.deployments, c.view.statefulSets, c.view.daemonSets} {
-			if _, err := inf.AddEventHandler(f.Handler(Name, cache.ResourceEventHandlerDetailedFuncs{
-				AddFunc:    func(obj any, initial bool) { c.onWorkload(nil, obj, initial) },
-				UpdateFunc: c.onWorkloadUpdate,
-				DeleteFunc: c.onWorkloadDelete,
-			})); err != nil {
-				errs = append(errs, fmt.Errorf("watch workloads: %w", err))
-			}
-		}
-		return errors.Join(errs...)
-	}, c.now, func(now time.Time) {
+	f.Every(Name, c.now, func(now time.Time) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.observe(c.tr.Tick(now))
@@ -159,63 +125,92 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	return nil
 }
 
+// workloadHandlers observe the workloads of type T and end the tracking of
+// deleted ones.
+func workloadHandlers[T any](c *Collector) informers.Handlers[T] {
+	return informers.Handlers[T]{
+		Changed: func(old, cur *T, seen informers.Seen) { c.onWorkload(orNil(old), cur, seen) },
+		Gone:    func(last *T, seen informers.Seen) { c.workloadGone(last, seen) },
+		Now:     c.now,
+	}
+}
+
+// factHandlers record the changes of pods, ReplicaSets, Services or
+// EndpointSlices in the timelines, then re-evaluate the open episodes
+// they may affect. A list's objects are not changes: not recorded.
+func factHandlers[T any](c *Collector) informers.Handlers[T] {
+	return informers.Handlers[T]{
+		Changed: func(old, cur *T, seen informers.Seen) {
+			c.timelineFact(orNil(old), cur, seen.At)
+			c.onFact(cur, seen.At)
+		},
+		Gone: func(last *T, seen informers.Seen) {
+			c.timelineGone(last, seen.At)
+			c.onFact(last, seen.At)
+		},
+		Initial: func(cur *T, seen informers.Seen) { c.onFact(cur, seen.At) },
+		Now:     c.now,
+	}
+}
+
+// nodeHandlers read node updates only. Node heartbeats (every 10 s per
+// node from a kubelet) change nothing a rollout reads; only a readiness
+// transition (node_not_ready) does, and the timelines record condition
+// changes.
+func (c *Collector) nodeHandlers() informers.Handlers[corev1.Node] {
+	return informers.Handlers[corev1.Node]{
+		Changed: func(o, n *corev1.Node, seen informers.Seen) {
+			if o == nil {
+				return // a node's arrival changes no workload's facts
+			}
+			c.onNodeTimeline(o, n, seen.At)
+			if records.NodeReady(o) != records.NodeReady(n) {
+				c.onFact(n, seen.At)
+			}
+		},
+		Now: c.now,
+	}
+}
+
+// orNil is p as an interface, nil (not a typed nil) when p is.
+func orNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
 // onWorkload observes a workload's record; old is its previous version
 // (nil when added).
-func (c *Collector) onWorkload(old, obj any, initial bool) {
+func (c *Collector) onWorkload(old, obj any, seen informers.Seen) {
 	w, ok := c.view.record(obj)
 	if !ok {
 		return
 	}
-	now, notLive := informers.NotLive(obj, initial, c.now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	evs := c.tr.Observe(w, tracker.Seen{At: now, Live: !notLive})
+	evs := c.tr.Observe(w, seen)
 	c.observe(evs)
-	c.timelineWorkload(old, obj, &w, evs, now)
+	c.timelineWorkload(old, obj, &w, evs, seen.At)
 }
 
-// onWorkloadUpdate observes a workload's new version. A workload deleted
-// and recreated under its name while the watch was down reaches it as an
-// update at the relist (same cache key, another uid): the old object is
-// deleted first, or its episode would stay open, and stalled, forever.
-func (c *Collector) onWorkloadUpdate(oldObj, obj any) {
-	if informers.Recreated(oldObj, obj) {
-		c.workloadGone(oldObj, informers.DeletedAt(obj, c.now))
-		oldObj = nil
-	}
-	c.onWorkload(oldObj, obj, false)
-}
-
-func (c *Collector) onWorkloadDelete(obj any) {
-	c.workloadGone(informers.Unwrap(obj), informers.DeletedAt(obj, c.now))
-}
-
-// workloadGone ends the tracking of a deleted workload, at now.
-func (c *Collector) workloadGone(obj any, now time.Time) {
-	uid := ""
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		uid = string(o.UID)
-	case *appsv1.StatefulSet:
-		uid = string(o.UID)
-	case *appsv1.DaemonSet:
-		uid = string(o.UID)
-	default:
+// workloadGone ends the tracking of a deleted workload.
+func (c *Collector) workloadGone(obj any, seen informers.Seen) {
+	m := objectMeta(obj)
+	if m == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observe(c.tr.Delete(uid, tracker.Seen{At: now}))
+	c.observe(c.tr.Delete(string(m.UID), seen))
 }
 
 // onFact re-evaluates the open episodes a pod, replica set, node, service or
-// slice change may affect. Settled workloads are not re-evaluated: nothing
-// but a new generation opens an episode.
-func (c *Collector) onFact(obj any) {
-	obj = informers.Unwrap(obj)
-	// The fact's receipt is when the evidence arrived: a stage it completes
-	// is timed then, not when this handler got the lock.
-	now, _ := informers.ReceivedOr(obj, c.now)
+// slice change may affect, at its receipt (when the evidence arrived: a
+// stage it completes is timed then, not when this handler got the lock).
+// Settled workloads are not re-evaluated: nothing but a new generation
+// opens an episode.
+func (c *Collector) onFact(obj any, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var targets []tracker.Episode

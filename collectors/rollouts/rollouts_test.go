@@ -268,11 +268,12 @@ func TestWorkloadRecreatedDuringAWatchGap(t *testing.T) {
 		}
 		return uids
 	}
-	c.onWorkload(nil, dep("a"), false)
+	h := informers.Handle(workloadHandlers[appsv1.Deployment](c))
+	h.OnAdd(dep("a"), false)
 	if got := open(); len(got) != 1 || got[0] != "a" {
 		t.Fatalf("open episodes after the create: %v, want [a]", got)
 	}
-	c.onWorkloadUpdate(dep("a"), dep("b"))
+	h.OnUpdate(dep("a"), dep("b"))
 	if got := open(); len(got) != 1 || got[0] != "b" {
 		t.Errorf("open episodes after the relist: %v, want only the new object's [b]", got)
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
@@ -17,7 +18,7 @@ import (
 
 // SetTimelines makes the collector feed store with the evidence of the
 // open episodes (call before Start).
-func (c *Collector) SetTimelines(store *timeline.Store) { c.tl = store }
+func (c *Collector) SetTimelines(store collectors.Evidence) { c.tl = store }
 
 // The timeline feed records changes only, and only for workloads with an
 // open episode (the store drops the rest; Open spares building them). It
@@ -116,56 +117,44 @@ func (c *Collector) relateDerived(kind tracker.Kind, uid string) {
 }
 
 // timelineFact records the change of a pod, ReplicaSet or EndpointSlice
-// from old (nil: created) to obj. The fact handlers call it before they
-// re-evaluate the episodes, so that the evidence that completes an
-// episode is recorded before the episode closes (a handler of its own ran
-// after and found it closed: the last endpoint entries were lost).
-func (c *Collector) timelineFact(old, obj any) {
+// from old (nil: created; a pod recreated under its name during a watch
+// gap comes as a deletion then a creation) to obj, received at `at`. The
+// fact handlers call it before they re-evaluate the episodes, so that the
+// evidence that completes an episode is recorded before the episode closes
+// (a handler of its own ran after and found it closed: the last endpoint
+// entries were lost).
+func (c *Collector) timelineFact(old, obj any, at time.Time) {
 	if c.tl == nil {
 		return
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		prev, _ := old.(*corev1.Pod)
-		if prev != nil && informers.Recreated(prev, o) {
-			// Deleted and recreated under its name (a StatefulSet's pod)
-			// while the watch was down: the relist shows an update.
-			at, _ := informers.ReceivedOr(o, c.now)
-			c.onDerivedGone("Pod", c.view.workloadOf(prev), at, &prev.ObjectMeta)
-			prev = nil
-		}
-		c.onPodTimeline(prev, o)
+		c.onPodTimeline(prev, o, at)
 	case *appsv1.ReplicaSet:
-		if prev, ok := old.(*appsv1.ReplicaSet); ok {
-			if !informers.Recreated(prev, o) {
-				return
-			}
-			at, _ := informers.ReceivedOr(o, c.now) // recreated under its name, as a pod above
-			c.onDerivedGone("ReplicaSet", ownerUID(prev), at, &prev.ObjectMeta)
+		if old != nil {
+			return // only its creation is news
 		}
 		owner := ownerUID(o)
 		if owner == "" || !c.tl.Open(owner) {
 			return
 		}
-		at, _ := informers.ReceivedOr(o, c.now)
 		created := o.CreationTimestamp.Time
 		c.tl.Add(owner, timeline.Entry{Time: at, APITime: &created, Type: timeline.EntryObject,
 			Object: refOf("ReplicaSet", &o.ObjectMeta), Reason: "created"})
 	case *discoveryv1.EndpointSlice:
 		prev, _ := old.(*discoveryv1.EndpointSlice)
-		at, _ := informers.ReceivedOr(o, c.now)
 		c.onSliceTimeline(prev, o, at)
 	}
 }
 
-// timelineGone records the deletion of a pod, ReplicaSet or slice (obj
-// may be a tombstone).
-func (c *Collector) timelineGone(obj any) {
+// timelineGone records the deletion of a pod, ReplicaSet or slice, learned
+// at `at`.
+func (c *Collector) timelineGone(obj any, at time.Time) {
 	if c.tl == nil {
 		return
 	}
-	at := informers.DeletedAt(obj, c.now)
-	switch o := informers.Unwrap(obj).(type) {
+	switch o := obj.(type) {
 	case *corev1.Pod:
 		c.onDerivedGone("Pod", c.view.workloadOf(o), at, &o.ObjectMeta)
 	case *appsv1.ReplicaSet:
@@ -179,12 +168,11 @@ func refOf(kind string, m *metav1.ObjectMeta) *timeline.ObjectRef {
 	return &timeline.ObjectRef{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
 }
 
-func (c *Collector) onPodTimeline(old, p *corev1.Pod) {
+func (c *Collector) onPodTimeline(old, p *corev1.Pod, at time.Time) {
 	uid := c.view.workloadOf(p)
 	if uid == "" || !c.tl.Open(uid) {
 		return
 	}
-	at, _ := informers.ReceivedOr(p, c.now)
 	ref := refOf("Pod", &p.ObjectMeta)
 	for _, e := range podEntries(old, p, c.view.nodeReady) {
 		e.Time, e.Object = at, ref
@@ -357,13 +345,12 @@ func endpointChanges(old, cur *discoveryv1.EndpointSlice) []endpointChange {
 	return out
 }
 
-// onNodeTimeline records a node's condition changes in the episodes with a
-// pod on it. c.mu is not held.
-func (c *Collector) onNodeTimeline(old, n *corev1.Node) {
+// onNodeTimeline records a node's condition changes, received at `at`, in
+// the episodes with a pod on it. c.mu is not held.
+func (c *Collector) onNodeTimeline(old, n *corev1.Node, at time.Time) {
 	if c.tl == nil {
 		return
 	}
-	at, _ := informers.ReceivedOr(n, c.now)
 	entries := nodeEntries(old, n, at)
 	if len(entries) == 0 {
 		return // a heartbeat

@@ -204,11 +204,12 @@ func TestPodRecreatedDuringAWatchGap(t *testing.T) {
 	}
 	relisted := t0.Add(time.Minute)
 	store.Relate("old", "sts")
-	c.timelineFact(pod("old", t0.Add(-time.Hour)), pod("new", relisted))
+	h := informers.Handle(factHandlers[corev1.Pod](c))
+	h.OnUpdate(pod("old", t0.Add(-time.Hour)), pod("new", relisted))
 	if !store.AddRelated("new", timeline.Entry{Time: relisted, Type: timeline.EntryEvent, Reason: "BackOff"}) {
 		t.Error("the recreated pod is not related to the episode")
 	}
-	c.timelineGone(cache.DeletedFinalStateUnknown{Key: "ns/db-0", Obj: pod("new", relisted)})
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/db-0", Obj: pod("new", relisted)})
 
 	var got []string
 	for _, e := range store.List(timeline.Query{UID: "sts"}, t0)[0].Entries {

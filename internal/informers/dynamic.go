@@ -15,8 +15,7 @@ import (
 )
 
 // CustomResourceDefinitions are read (through the dynamic client, as JSON)
-// by the resources collector to track custom resources as their CRDs come
-// and go.
+// by CustomResources to track custom resources as their CRDs come and go.
 var CustomResourceDefinitions = Resource{"apiextensions.k8s.io", "v1", "customresourcedefinitions"}
 
 // SetDynamic gives the factory a dynamic client, which custom resources and
@@ -41,8 +40,8 @@ func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc) (cache.Shar
 	if d == nil {
 		return nil, fmt.Errorf("informers: no dynamic client for %s", r)
 	}
-	// No index: the resources collector reads its store only to close the
-	// episodes of a deleted CRD (a namespace index costs about 70 bytes per
+	// No index: CustomResources reads its store only to hand the objects
+	// of a deleted CRD to Gone (a namespace index costs about 70 bytes per
 	// object, BenchmarkTrackedMemory).
 	return f.dynamicInformer(d, r, f.hooked(r, transform), nil)
 }
@@ -72,7 +71,7 @@ func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cac
 	return inf, nil
 }
 
-// compactCRD keeps what the resources collector reads of a CRD: its group,
+// compactCRD keeps what CustomResources reads of a CRD (ReadCRD): its group,
 // names, scope, versions (served, storage, whether the status subresource
 // is on) and the Established condition. A CRD's OpenAPI schema alone is
 // often hundreds of kilobytes (cert-manager's Certificate: about 40 KB).

@@ -75,6 +75,8 @@ type Factory struct {
 
 	unexpected *prometheus.CounterVec // see Watch
 
+	custom *CustomResources // see CustomResources
+
 	mu        sync.Mutex
 	informers map[Resource]cache.SharedIndexInformer
 	started   map[Resource]bool

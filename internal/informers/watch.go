@@ -148,6 +148,27 @@ func (w *Watching) Attached() bool {
 	return w.attached
 }
 
+// Synced reports whether the handler is attached and has finished with
+// the initial list the informer replayed to it.
+func (w *Watching) Synced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.attached && w.reg.HasSynced()
+}
+
+// Shutdown is Stop, then waits until the handler has returned from the
+// call in progress, if any: once it returns, no notification reaches the
+// handler again. Never from within the handler (it would wait for itself).
+func (w *Watching) Shutdown() {
+	w.Stop()
+	w.mu.Lock()
+	reg := w.reg
+	w.mu.Unlock()
+	if s, ok := reg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+		<-s.ShutdownChan()
+	}
+}
+
 // Stop detaches the handler (its informer is stopping: a custom resource
 // whose CRD went) and stops watching its liveness. Safe to call twice, and
 // before it attached.

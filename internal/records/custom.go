@@ -137,6 +137,14 @@ func (o *CustomObject) GetObjectMeta() metav1.Object {
 		Generation: o.Generation, CreationTimestamp: metav1.NewTime(o.Created)}
 }
 
+// GetUID and GetResourceVersion are what the informers' watch seam reads of
+// every object (resync no-ops, recreation during a watch gap), without the
+// ObjectMeta that GetObjectMeta builds.
+func (o *CustomObject) GetUID() types.UID { return o.UID }
+
+// GetResourceVersion: see GetUID.
+func (o *CustomObject) GetResourceVersion() string { return o.ResourceVersion }
+
 // GetObjectKind implements runtime.Object: the informer knows the resource.
 func (o *CustomObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
