@@ -35,23 +35,6 @@ type Collector interface {
 	Start(ctx context.Context, f *informers.Factory) error
 }
 
-// Tick calls f with now() every period until ctx is done. Collectors use it
-// to report the latency thresholds that objects still in flight crossed:
-// crossings are also flushed before every observation, so the period only
-// bounds how late a crossing of an object with no new events is counted.
-func Tick(ctx context.Context, period time.Duration, now func() time.Time, f func(time.Time)) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f(now())
-		}
-	}
-}
-
 // OnNamespaceDeleted calls fn with the name of every Namespace deleted while
 // the exporter watches, so that a collector deletes the namespace's series:
 // cardinality must not grow with the namespaces a cluster ever had. The

@@ -1,12 +1,7 @@
 package collectors
 
 import (
-	"context"
-	"log/slog"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 )
@@ -98,31 +93,4 @@ func (z *ZeroKept[K]) Forget(match func(K) bool) {
 			delete(z.seen, k)
 		}
 	}
-}
-
-// AfterSync is the Start wiring every tracking collector repeats, run in a
-// goroutine of its own so that Start does not block: once every informer of
-// facts has synced, attach adds the collector's handlers (adding a handler
-// to a running informer replays its cache as the initial list, which is then
-// judged on complete facts); then, with a tick, it reports threshold
-// crossings every second until ctx ends. An attach error is logged and the
-// ticks still run for what did attach.
-func AfterSync(ctx context.Context, logger *slog.Logger, facts []cache.SharedIndexInformer, attach func() error, now func() time.Time, tick func(time.Time)) {
-	go func() {
-		syncs := make([]cache.InformerSynced, 0, len(facts))
-		for _, inf := range facts {
-			syncs = append(syncs, inf.HasSynced)
-		}
-		if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
-			return
-		}
-		if attach != nil {
-			if err := attach(); err != nil {
-				logger.Error("cannot attach handlers", "err", err)
-			}
-		}
-		if tick != nil {
-			Tick(ctx, time.Second, now, tick)
-		}
-	}()
 }

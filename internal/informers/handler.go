@@ -154,23 +154,3 @@ func (f *Factory) Register(reg prometheus.Registerer) error {
 	}
 	return reg.Register(metric.Declare(f.unexpected, unexpectedObjects))
 }
-
-// Handler wraps h for collector with lag and liveness measurement.
-//
-// Deprecated: collectors attach through Watch; this stays only until the
-// last one moved.
-func (f *Factory) Handler(collector string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	w := f.newHandler(collector, h)
-	f.track(w)
-	return w
-}
-
-// ForgetHandler stops watching the liveness of h, a handler returned by
-// Handler.
-//
-// Deprecated: see Handler.
-func (f *Factory) ForgetHandler(h cache.ResourceEventHandler) {
-	if w, ok := h.(*handler); ok {
-		f.forget(w)
-	}
-}

@@ -5,9 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Annotations that package listwatch writes into every object it hands to a
@@ -83,45 +81,4 @@ func ReceivedOr(obj any, now func() time.Time) (time.Time, bool) {
 		at = now()
 	}
 	return at, listed
-}
-
-// NotLive returns ReceivedOr(obj, now) and whether obj is not live: delivered
-// by the informer's initial replay (initial, from an add handler) or by a
-// list cycle. Nothing that happened before a not-live object arrived can be
-// timed from its receipt.
-func NotLive(obj any, initial bool, now func() time.Time) (time.Time, bool) {
-	at, listed := ReceivedOr(obj, now)
-	return at, initial || listed
-}
-
-// DeletedAt returns when the exporter learned that obj, the object of a
-// delete notification, was deleted: its receipt, or now for a tombstone.
-// A tombstone (cache.DeletedFinalStateUnknown) comes from a relist that
-// found the object gone, and carries the last version the cache held,
-// received before the deletion, maybe hours before: its receipt would date
-// the deletion before everything that happened while the watch was down.
-func DeletedAt(obj any, now func() time.Time) time.Time {
-	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return now()
-	}
-	at, _ := ReceivedOr(obj, now)
-	return at
-}
-
-// Recreated says whether an update notification's old and new objects have
-// different uids: the object was deleted and recreated under its name while
-// the watch was down. The relist that finds the new object under the cached
-// key delivers an update, never the old object's deletion (client-go v0.37.2
-// tools/cache/controller.go, processDeltas and processReplacedAllInfo: a
-// listed object whose key the cache holds goes to OnUpdate(cached, listed)). A handler that tracks objects by uid then deletes
-// the old one, dated by the relist (DeletedAt(newObj, now)), and adds the new
-// one; otherwise the old uid's state stays forever. False when either object
-// has no object metadata.
-func Recreated(oldObj, newObj any) bool {
-	o, err := meta.Accessor(oldObj)
-	if err != nil {
-		return false
-	}
-	n, err := meta.Accessor(newObj)
-	return err == nil && o.GetUID() != n.GetUID()
 }

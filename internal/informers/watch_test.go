@@ -82,6 +82,10 @@ func TestWatchSeam(t *testing.T) {
 		in:   []notification{{op: "delete", obj: pod("u1", "8", 5*time.Second, false)}},
 		want: []string{"gone u1@8 at 5s live"},
 	}, {
+		name: "an unstamped delete is dated by the collector's clock",
+		in:   []notification{{op: "delete", obj: pod("u1", "8", -1, false)}},
+		want: []string{"gone u1@8 at 1h0m0s live"},
+	}, {
 		name: "a tombstone is dated by the relist that found the object gone, not by its last copy",
 		in:   []notification{{op: "delete", obj: cache.DeletedFinalStateUnknown{Key: "ns/web-0", Obj: pod("u1", "3", time.Second, false)}}},
 		want: []string{"gone u1@3 at 1h0m0s listed"},
