@@ -46,9 +46,9 @@ func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc) (cache.Shar
 	return f.dynamicInformer(d, r, f.hooked(r, transform), nil)
 }
 
-func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers) (cache.SharedIndexInformer, error) {
+func dynamicListerWatcher(d dynamic.Interface, r Resource) cache.ListerWatcher {
 	ri := d.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return ri.List(ctx, o)
 		},
@@ -56,6 +56,10 @@ func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cac
 			return ri.Watch(ctx, o)
 		},
 	}, d)
+}
+
+func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers) (cache.SharedIndexInformer, error) {
+	lw := dynamicListerWatcher(d, r)
 	var inf cache.SharedIndexInformer
 	if f.newInformer != nil {
 		inf = f.newInformer(r, &unstructured.Unstructured{}, indexers)

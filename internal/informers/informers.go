@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -122,19 +123,15 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		f.informers[r] = inf
 		return inf, nil
 	}
-	k, ok := known(f.client)[r]
-	if !ok {
-		return nil, fmt.Errorf("informers: no informer for resource %s", r)
+	lw, object, err := builtinListerWatcher(f.client, r)
+	if err != nil {
+		return nil, err
 	}
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc:  k.list,
-		WatchFuncWithContext: k.watch,
-	}, f.client)
 	var inf cache.SharedIndexInformer
 	if f.newInformer != nil {
-		inf = f.newInformer(r, k.object, indexersOf(r))
+		inf = f.newInformer(r, object, indexersOf(r))
 	} else {
-		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), k.object, cache.SharedIndexInformerOptions{
+		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), object, cache.SharedIndexInformerOptions{
 			ObjectDescription: r.String(),
 			Indexers:          indexersOf(r),
 		})
@@ -144,6 +141,32 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 	}
 	f.informers[r] = inf
 	return inf, nil
+}
+
+// ListerWatcher returns the list and watch calls of r that the factory's
+// informers make (the Warning Events' field selector included), before
+// instrumentation, and the type of their objects: custom resources and
+// CRDs through d, as JSON. The recorder of package replay records with
+// them what the exporter would receive.
+func ListerWatcher(c kubernetes.Interface, d dynamic.Interface, r Resource) (cache.ListerWatcher, runtime.Object, error) {
+	if lw, object, err := builtinListerWatcher(c, r); err == nil {
+		return lw, object, nil
+	}
+	if d == nil {
+		return nil, nil, fmt.Errorf("informers: no dynamic client for %s", r)
+	}
+	return dynamicListerWatcher(d, r), &unstructured.Unstructured{}, nil
+}
+
+func builtinListerWatcher(c kubernetes.Interface, r Resource) (cache.ListerWatcher, runtime.Object, error) {
+	k, ok := known(c)[r]
+	if !ok {
+		return nil, nil, fmt.Errorf("informers: no informer for resource %s", r)
+	}
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  k.list,
+		WatchFuncWithContext: k.watch,
+	}, c), k.object, nil
 }
 
 // Start runs every informer created so far that is not running yet, and
