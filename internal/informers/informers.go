@@ -213,17 +213,29 @@ const (
 	IndexService = "service"
 )
 
+// indexersOf returns r's indexers. An index function indexes an object of
+// another type under nothing rather than panic: the store would panic
+// with it, in the informer's goroutine (the watch seam counts such objects).
 func indexersOf(r Resource) cache.Indexers {
 	ix := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	switch r {
 	case Pods:
 		ix[IndexOwner] = ownerIndex
-		ix[IndexUID] = func(obj any) ([]string, error) { return []string{string(obj.(metav1.Object).GetUID())}, nil }
+		ix[IndexUID] = func(obj any) ([]string, error) {
+			m, ok := obj.(metav1.Object)
+			if !ok {
+				return nil, nil
+			}
+			return []string{string(m.GetUID())}, nil
+		}
 	case ReplicaSets:
 		ix[IndexOwner] = ownerIndex
 	case EndpointSlices:
 		ix[IndexService] = func(obj any) ([]string, error) {
-			s := obj.(*discoveryv1.EndpointSlice)
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return nil, nil
+			}
 			name := s.Labels[discoveryv1.LabelServiceName]
 			if name == "" {
 				return nil, nil
