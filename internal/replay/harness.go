@@ -64,6 +64,9 @@ type Harness struct {
 	informers map[informers.Resource][]*Informer
 	fresh     []*Informer // made after their resource was listed: owed an initial list
 	unsettled bool        // an informer synced since the last settle
+	current   Line        // being delivered
+	anomalies map[string]int
+	logged    map[string]bool
 
 	// Per resource (unversioned): the API server's state as the recording
 	// shows it (the last list plus the events since), which a replay
@@ -96,6 +99,8 @@ func New(o Options) *Harness {
 		server:    map[informers.Resource]map[string]received{},
 		listed:    map[informers.Resource]bool{},
 		pending:   map[informers.Resource][]received{},
+		anomalies: map[string]int{},
+		logged:    map[string]bool{},
 	}
 }
 
@@ -177,6 +182,7 @@ func (h *Harness) Close() {
 // newInformer is the manual factory's informer constructor.
 func (h *Harness) newInformer(r informers.Resource, example any, indexers cache.Indexers) cache.SharedIndexInformer {
 	inf := NewInformer(r, example, indexers)
+	inf.anomaly = func(kind, key string) { h.anomaly(r, kind, key) }
 	u := unversioned(r)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -185,6 +191,30 @@ func (h *Harness) newInformer(r informers.Resource, example any, indexers cache.
 		h.fresh = append(h.fresh, inf)
 	}
 	return inf
+}
+
+// anomaly counts what the recording handed an informer that a client-go
+// informer could not, and logs it once per kind and resource.
+func (h *Harness) anomaly(r informers.Resource, kind, key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.anomalies[kind]++
+	once := kind + "\x00" + r.String()
+	if h.logged[once] {
+		return
+	}
+	h.logged[once] = true
+	h.logger.Warn("the recording hands an informer what client-go could not; delivered anyway, further ones counted only",
+		"anomaly", kind, "resource", r.String(), "key", key, "line", h.current.N)
+}
+
+// Anomalies counts, by kind (AnomalyDelete, AnomalyTombstone,
+// AnomalyUpdate), what the recordings played handed the informers that a
+// client-go informer could not: synthetic bad input.
+func (h *Harness) Anomalies() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.anomalies)
 }
 
 func unversioned(r informers.Resource) informers.Resource {
@@ -282,6 +312,9 @@ func (h *Harness) line(l Line) (err error) {
 			err = fmt.Errorf("panic while delivering a %s line of %s: %v\n%s", l.Type, l.Resource, p, debug.Stack())
 		}
 	}()
+	h.mu.Lock()
+	h.current = l
+	h.mu.Unlock()
 	if err := h.deliver(l); err != nil {
 		return err
 	}

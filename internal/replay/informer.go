@@ -63,6 +63,38 @@ type Informer struct {
 	lastRV    string // resourceVersion of the newest object delivered
 	ctx       context.Context
 	stopped   bool
+
+	// anomaly, when set, hears of what a synthetic recording hands that
+	// a client-go informer could not: a delete, a tombstone or an update
+	// from an object its store never held. The notification is delivered
+	// anyway; the collectors must take it.
+	anomaly func(kind, key string)
+}
+
+// The anomalies an Informer reports.
+const (
+	AnomalyDelete    = "a delete of an object the informer never held"
+	AnomalyTombstone = "a tombstone of an object the informer never held"
+	AnomalyUpdate    = "an update from an object the informer never held"
+)
+
+func (i *Informer) report(kind string, obj any) {
+	if i.anomaly == nil {
+		return
+	}
+	key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	i.anomaly(kind, key)
+}
+
+// held says whether the store holds obj's key under obj's uid.
+func (i *Informer) held(obj any) bool {
+	cached, exists, err := i.indexer.Get(obj)
+	if err != nil || !exists {
+		return false
+	}
+	c, err1 := meta.Accessor(cached)
+	o, err2 := meta.Accessor(obj)
+	return err1 == nil && err2 == nil && c.GetUID() == o.GetUID()
 }
 
 var _ cache.SharedIndexInformer = (*Informer)(nil)
@@ -323,6 +355,9 @@ func (i *Informer) event(typ string, obj runtime.Object, at time.Time, live bool
 		return err
 	}
 	if typ == typeDeleted {
+		if !i.held(cur) {
+			i.report(AnomalyDelete, cur)
+		}
 		if err := i.indexer.Delete(cur); err != nil {
 			return err
 		}
@@ -369,6 +404,9 @@ func (i *Informer) update(oldObj, obj runtime.Object, at time.Time, live bool) e
 	if err != nil {
 		return err
 	}
+	if !i.held(old) {
+		i.report(AnomalyUpdate, old)
+	}
 	if err := i.indexer.Update(cur); err != nil {
 		return err
 	}
@@ -392,10 +430,14 @@ func (i *Informer) tombstone(key string, obj runtime.Object, at time.Time) error
 			return err
 		}
 	}
-	if cached, exists, err := i.indexer.GetByKey(key); err == nil && exists {
+	cached, exists, err := i.indexer.GetByKey(key)
+	if err == nil && exists {
 		if err := i.indexer.Delete(cached); err != nil {
 			return err
 		}
+	}
+	if !exists && i.anomaly != nil {
+		i.anomaly(AnomalyTombstone, key)
 	}
 	for _, h := range hs {
 		h.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: last})

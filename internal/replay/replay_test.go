@@ -45,6 +45,16 @@ func TestRecordings(t *testing.T) {
 // (testdata/<name>.yaml, if any) and returns the harness after the end.
 func play(t testing.TB, name string) *replay.Harness {
 	t.Helper()
+	h, logs := playLogged(t, name)
+	if logs != "" {
+		t.Logf("collector logs:\n%s", logs)
+	}
+	return h
+}
+
+// playLogged is play, returning the warnings logged.
+func playLogged(t testing.TB, name string) (*replay.Harness, string) {
+	t.Helper()
 	cfg := config.Default()
 	if b, err := os.ReadFile(filepath.Join("testdata", name+".yaml")); err == nil {
 		if cfg, err = config.Parse(b); err != nil {
@@ -61,10 +71,7 @@ func play(t testing.TB, name string) *replay.Harness {
 	if err := h.Play(rec); err != nil {
 		t.Fatal(err)
 	}
-	if logs.Len() > 0 {
-		t.Logf("collector logs:\n%s", logs.String())
-	}
-	return h
+	return h, logs.String()
 }
 
 // timelineAnswers is the timeline API's list of every retained episode and
