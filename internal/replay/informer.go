@@ -36,8 +36,11 @@ import (
 //     and an add for the others, in list order; isInInitialList is true
 //     for the adds of the first cycle only;
 //   - an update whose old and new objects have the same resourceVersion
-//     (an unchanged object relisted) is a resync and reaches no handler:
-//     the exporter's handlers ask for no resync;
+//     (an unchanged object relisted) is distributed as a resync, which
+//     reaches every handler: the shared informer marks a handler as
+//     resyncing when it is added and only a resync check, which never runs
+//     with resync off (the exporter's), clears it (shared_informer.go,
+//     addListener, shouldResync). The watch seam drops them;
 //   - a handler added to an informer that holds objects first receives
 //     them as initial adds (client-go does once the informer runs; here
 //     the store is empty before that anyway).
@@ -510,15 +513,9 @@ func (i *Informer) list(items []received) error {
 	return nil
 }
 
-// notifyUpdate hands an update to every handler, unless old and cur are the
-// same resourceVersion: then it is a resync, which the shared informer
-// distributes to resyncing handlers only, and the exporter's ask for none.
+// notifyUpdate hands an update to every handler, a resync (the same
+// resourceVersion) included: see Informer.
 func notifyUpdate(hs []cache.ResourceEventHandler, old, cur any) {
-	if o, err := meta.Accessor(old); err == nil {
-		if n, err := meta.Accessor(cur); err == nil && o.GetResourceVersion() == n.GetResourceVersion() {
-			return
-		}
-	}
 	for _, h := range hs {
 		h.OnUpdate(old, cur)
 	}

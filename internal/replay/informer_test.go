@@ -81,7 +81,7 @@ func TestInformerDeliversAsClientGo(t *testing.T) {
 		steps: []step{listed(0, testPod("a", "ua", "1")), event(typeAdded, testPod("b", "ub", "2"), time.Second, true), event(typeAdded, testPod("a", "ua", "3"), 2*time.Second, true)},
 		want:  []string{"add a@ua/1 0s listed initial=true", "add b@ub/2 1s live initial=false", "update a@ua/1 0s listed -> a@ua/3 2s live"},
 	}, {
-		name: "a relist: tombstones for missing keys first, then updates, unchanged ones dropped, and adds not initial",
+		name: "a relist: tombstones for missing keys first, then updates (unchanged ones too), and adds not initial",
 		steps: []step{
 			listed(0, testPod("a", "ua", "1"), testPod("b", "ub", "1"), testPod("c", "uc", "1")),
 			listed(10*time.Second, testPod("a", "ua", "1"), testPod("c", "uc", "5"), testPod("d", "ud", "6")),
@@ -89,6 +89,7 @@ func TestInformerDeliversAsClientGo(t *testing.T) {
 		want: []string{
 			"add a@ua/1 0s listed initial=true", "add b@ub/1 0s listed initial=true", "add c@uc/1 0s listed initial=true",
 			"delete tombstone(ns/b b@ub/1 0s listed)",
+			"update a@ua/1 0s listed -> a@ua/1 10s listed",
 			"update c@uc/1 0s listed -> c@uc/5 10s listed",
 			"add d@ud/6 10s listed initial=false",
 		},

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 )
 
@@ -138,5 +140,19 @@ func TestReadDecodes(t *testing.T) {
 	}
 	if got := rec.End().Format("15:04:05"); got != "03:04:08" {
 		t.Errorf("end %s", got)
+	}
+}
+
+// TestResourcesKnowEveryCollectorsResource: a recording may name every
+// resource a collector reads, with every collector on and a custom
+// resource configured.
+func TestResourcesKnowEveryCollectorsResource(t *testing.T) {
+	cfg := config.Default()
+	cfg.Resources = []config.Resource{{Group: "example.com", Resource: "widgets", Version: "v1"}}
+	rs := New(Options{Config: cfg}).Resources()
+	for _, r := range all.ResourcesOf(cfg) {
+		if got, ok := rs[r.String()]; !ok || got.Group != r.Group || got.Resource != r.Resource {
+			t.Errorf("%s: not known to recordings (got %v)", r, got)
+		}
 	}
 }
