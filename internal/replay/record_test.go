@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,6 +118,11 @@ var scenarios = []scenario{{
 			return err
 		}
 		if err := e.available(ctx, ns, "web", 1); err != nil {
+			return err
+		}
+		// As the end-to-end test, which reads the first episode's stages
+		// before the second write: its endpoints are published first.
+		if err := e.endpointsReady(ctx, ns, "web", 3); err != nil {
 			return err
 		}
 		r.Note("new image: a rolling update")
@@ -559,6 +565,26 @@ func (e *env) podReady(ctx context.Context, ns, name string, notUID types.UID) e
 			}
 		}
 		return false, nil
+	})
+}
+
+// endpointsReady waits until the Service's EndpointSlices list n ready
+// endpoints.
+func (e *env) endpointsReady(ctx context.Context, ns, svc string, n int) error {
+	return until(ctx, "endpoints of "+svc+" ready", func() (bool, error) {
+		l, err := e.c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range l.Items {
+			for _, ep := range l.Items[i].Endpoints {
+				if ptr.Deref(ep.Conditions.Ready, false) {
+					ready++
+				}
+			}
+		}
+		return ready == n, nil
 	})
 }
 
