@@ -107,7 +107,7 @@ func record(kubeconfig, configFile string, namespaces []string, output string, d
 		ctx, cancel = context.WithTimeout(ctx, duration)
 		defer cancel()
 	}
-	r, err := replay.NewRecorder(replay.RecordOptions{Client: client, Dynamic: dyn, Resources: resources, Namespaces: namespaces, Out: out, Logger: logger})
+	r, err := replay.NewRecorder(replay.RecordOptions{Client: client, Dynamic: dyn, Resources: resources, Namespaces: namespaces, Out: out})
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 // replay's semantics are client-go's, not a reading of its source.
 func TestInformerMatchesClientGo(t *testing.T) {
 	t.Parallel()
-	p := func(name, uid, rv string) *corev1.Pod { return testPod(name, uid, rv) }
+	p := testPod
 	lists := [][]*corev1.Pod{
 		{p("a", "ua", "1"), p("b", "ub", "2"), p("c", "uc", "3")},
 		// The relist: a unchanged, b gone, c recreated, d changed, e new.
@@ -62,14 +62,14 @@ func TestInformerMatchesClientGo(t *testing.T) {
 			return w, nil
 		},
 	}, noWatchList{})
-	real := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
 	var rc safeCalls
-	if _, err := real.AddEventHandler(rc.handler()); err != nil {
+	if _, err := informer.AddEventHandler(rc.handler()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go real.RunWithContext(ctx)
+	go informer.RunWithContext(ctx)
 	waitFor := func(n int) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -487,6 +487,6 @@ func (h *Harness) Gather() (map[string]*dto.MetricFamily, error) {
 // does, at the harness's clock.
 func (h *Harness) Get(path string) (int, string) {
 	rr := httptest.NewRecorder()
-	h.mux.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, path, nil))
+	h.mux.ServeHTTP(rr, httptest.NewRequestWithContext(context.Background(), http.MethodGet, path, nil))
 	return rr.Code, strings.TrimSpace(rr.Body.String())
 }

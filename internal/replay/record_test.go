@@ -433,7 +433,7 @@ func until(ctx context.Context, what string, cond func() (bool, error)) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), err)
+			return fmt.Errorf("waiting for %s: %w (last error: %w)", what, ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

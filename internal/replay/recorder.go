@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,8 +38,7 @@ type RecordOptions struct {
 	// configurations) are kept.
 	Namespaces []string
 	Out        io.Writer
-	Logger     *slog.Logger // nil: discarded
-	Now        func() time.Time
+	Now        func() time.Time // nil: time.Now
 }
 
 // Recorder writes what the informers of the exporter would receive from a
@@ -68,9 +66,6 @@ type Recorder struct {
 func NewRecorder(o RecordOptions) (*Recorder, error) {
 	if o.Client == nil || o.Out == nil || len(o.Resources) == 0 {
 		return nil, errors.New("replay: a recorder needs a client, resources and an output")
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
