@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -539,15 +540,7 @@ func sortedByKey(objs []any) []any {
 		k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
 		ks = append(ks, keyed{k, o})
 	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
 	out := make([]any, len(ks))
 	for k, o := range ks {
 		out[k] = o.obj

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,37 +234,21 @@ func (s *recordingStore) event(typ string, obj any) error {
 // Replace is a completed list cycle: its objects in key order (the order
 // of a LIST; a WatchList stream's come through a map), then list-end.
 func (s *recordingStore) Replace(objs []any, _ string) error {
-	type item struct {
-		key string
-		n   Notification
-	}
-	items := make([]item, 0, len(objs))
-	for _, o := range objs {
+	items := make([]Notification, 0, len(objs))
+	for _, o := range sortedByKey(objs) {
 		n, ok, err := s.notification(typeList, o)
 		if err != nil {
 			return err
 		}
 		if ok {
-			k, _ := cache.MetaNamespaceKeyFunc(o)
-			items = append(items, item{k, n})
+			items = append(items, n)
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
 	out := make([]Notification, 0, len(items)+2)
 	if s.listed {
 		out = append(out, Notification{Type: typeNote, Resource: s.resource.String(), At: s.r.o.Now(), Note: "relist"})
 	}
-	for _, it := range items {
-		out = append(out, it.n)
-	}
+	out = append(out, items...)
 	end := s.r.o.Now()
 	s.last = end
 	out = append(out, Notification{Type: typeListEnd, Resource: s.resource.String(), At: end})
