@@ -246,7 +246,30 @@ func (h *Harness) Play(rec *Recording) error {
 	h.settle()
 	h.advance(rec.End())
 	h.factory.Tick()
-	return nil
+	return h.unlisted(rec)
+}
+
+// unlisted fails a recording that never lists a resource a collector
+// watches: the collector's handlers would never attach, and the replay
+// would quietly measure nothing of it (a recording older than the
+// resource's collector: record it again, or add an empty list-end line).
+func (h *Harness) unlisted(rec *Recording) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var missing []string
+	for r, infs := range h.informers {
+		for _, inf := range infs {
+			if !inf.HasSynced() && !inf.IsStopped() {
+				missing = append(missing, r.String())
+				break
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return fmt.Errorf("%s: never lists %s, which the collectors watch", rec.Name, strings.Join(missing, ", "))
 }
 
 // settleQuiet is how long the handler registrations must stay unchanged
