@@ -182,12 +182,12 @@ var scenarios = []scenario{{
 	name: "watch-gap-relist",
 	cut:  true,
 	before: func(ctx context.Context, e *env, ns string) error {
-		for _, name := range []string{"settles", "gone"} {
+		for _, name := range []string{"settles", "gone", "rolls"} {
 			if err := e.deployment(ctx, demo.Deployment(ns, name, 1, demo.Delays(100*time.Millisecond, 200*time.Millisecond))); err != nil {
 				return err
 			}
 		}
-		for _, name := range []string{"settles", "gone"} {
+		for _, name := range []string{"settles", "gone", "rolls"} {
 			if err := e.available(ctx, ns, name, 1); err != nil {
 				return err
 			}
@@ -195,8 +195,8 @@ var scenarios = []scenario{{
 		return nil
 	},
 	run: func(ctx context.Context, e *env, r *replay.Recorder, ns string) error {
-		return e.gap(ctx, r, func() error {
-			r.Note("during the cut: delete gone, create born, scale settles to 2")
+		err := e.gap(ctx, r, func() error {
+			r.Note("during the cut: delete gone, create born, scale settles to 2, a new template for rolls (pods Ready 4s after creation): in flight at the relist")
 			if err := e.c.AppsV1().Deployments(ns).Delete(ctx, "gone", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				return err
 			}
@@ -212,8 +212,24 @@ var scenarios = []scenario{{
 			if err := e.available(ctx, ns, "settles", 2); err != nil {
 				return err
 			}
-			return e.gone(ctx, ns, "gone")
+			if err := e.gone(ctx, ns, "gone"); err != nil {
+				return err
+			}
+			return e.updateDeployment(ctx, ns, "rolls", func(d *appsv1.Deployment) {
+				d.Spec.Template.Spec.Containers[0].Image = "registry.example/rolls:v2"
+				d.Spec.Template.Annotations = demo.Delays(2*time.Second, 2*time.Second)
+			})
 		})
+		if err != nil {
+			return err
+		}
+		if err := e.available(ctx, ns, "rolls", 2); err != nil {
+			return err
+		}
+		if err := e.settled(ctx, ns, "rolls", 1); err != nil {
+			return err
+		}
+		return sleep(ctx, time.Second)
 	},
 }, {
 	name: "pod-recreated-during-gap",
