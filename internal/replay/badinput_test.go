@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -41,18 +42,21 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	}
-	// The collectors that watch through the seam today; those still
-	// attaching their own handlers drop such objects uncounted.
-	for watch, want := range map[string]float64{
+	// Every watch of the resource counts its own, and nothing else does.
+	want := map[string]float64{
 		"pods pods":      2, // the Node, the tombstone without object
 		"endpoints pods": 2,
+		"rollouts pods":  2,
+		"churn pods":     2,
 		"endpoints endpointslices.discovery.k8s.io": 1, // the Service
+		"rollouts endpointslices.discovery.k8s.io":  1,
+		"rollouts deployments.apps":                 1, // the Pod
+		"churn deployments.apps":                    1,
 		"retries events.events.k8s.io":              1, // the Pod
 		"timelines events.events.k8s.io":            1,
-	} {
-		if counted[watch] != want {
-			t.Errorf("unexpected objects of %s = %v, want %v (all counted: %v)", watch, counted[watch], want, counted)
-		}
+	}
+	if !maps.Equal(counted, want) {
+		t.Errorf("unexpected objects counted per watch:\n%v\nwant\n%v", counted, want)
 	}
 	for kind, want := range map[string]int{
 		replay.AnomalyTombstone: 2, // bad/ghost, bad/never

@@ -63,7 +63,6 @@ type Harness struct {
 	mu        sync.Mutex // guards the fields below: newInformer runs inside handlers
 	informers map[informers.Resource][]*Informer
 	fresh     []*Informer // made after their resource was listed: owed an initial list
-	unsettled bool        // an informer synced since the last settle
 	current   Line        // being delivered
 	anomalies map[string]int
 	logged    map[string]bool
@@ -235,15 +234,11 @@ func (h *Harness) Play(rec *Recording) error {
 		}
 	}
 	for _, l := range rec.Lines {
-		if l.Type != typeList && l.Type != typeListEnd {
-			h.settle()
-		}
 		h.advance(l.At)
 		if err := h.line(l); err != nil {
 			return &LineError{File: rec.Name, Line: l.N, Err: err}
 		}
 	}
-	h.settle()
 	h.advance(rec.End())
 	h.factory.Tick()
 	return h.unlisted(rec)
@@ -270,44 +265,6 @@ func (h *Harness) unlisted(rec *Recording) error {
 	}
 	slices.Sort(missing)
 	return fmt.Errorf("%s: never lists %s, which the collectors watch", rec.Name, strings.Join(missing, ", "))
-}
-
-// settleQuiet is how long the handler registrations must stay unchanged
-// for the collectors that still attach from a goroutine of their own
-// (collectors.AfterSync: cache.WaitForCacheSync polls every 100 ms) to
-// have attached.
-const settleQuiet = 150 * time.Millisecond
-
-// settle waits, after informers synced, until the handlers of collectors
-// that attach on their own have attached (see settleQuiet): a replay must
-// not run ahead of them. Collectors on the watch seam attach in
-// AttachSynced, synchronously, and need none of it.
-func (h *Harness) settle() {
-	h.mu.Lock()
-	need := h.unsettled
-	h.unsettled = false
-	h.mu.Unlock()
-	if !need {
-		return
-	}
-	count := func() int {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n := 0
-		for _, infs := range h.informers {
-			for _, inf := range infs {
-				n += inf.handlerCount()
-			}
-		}
-		return n
-	}
-	last, since := count(), time.Now()
-	for time.Since(since) < settleQuiet {
-		time.Sleep(5 * time.Millisecond)
-		if n := count(); n != last {
-			last, since = n, time.Now()
-		}
-	}
 }
 
 // advance moves the clock to t, ticking at every whole second on the way.
@@ -375,16 +332,11 @@ func (h *Harness) deliver(l Line) error {
 		}
 		h.listed[u] = true
 		h.mu.Unlock()
-		first := false
 		for _, inf := range infs {
-			first = first || !inf.HasSynced()
 			if err := inf.list(copies(items)); err != nil {
 				return err
 			}
 		}
-		h.mu.Lock()
-		h.unsettled = h.unsettled || first
-		h.mu.Unlock()
 		return nil
 	case typeTombstone:
 		h.mu.Lock()
@@ -441,9 +393,6 @@ func (h *Harness) listFresh(t time.Time) error {
 			if err := inf.list(copies(items)); err != nil {
 				return err
 			}
-			h.mu.Lock()
-			h.unsettled = true
-			h.mu.Unlock()
 		}
 	}
 }

@@ -160,12 +160,6 @@ func (i *Informer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, _ ca
 	return reg, nil
 }
 
-func (i *Informer) handlerCount() int {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return len(i.handlers)
-}
-
 // RemoveEventHandler implements cache.SharedInformer.
 func (i *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
 	i.deliver.Lock()
