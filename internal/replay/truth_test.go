@@ -297,3 +297,38 @@ func TestDeploymentRolloutReplayed(t *testing.T) {
 		}
 	}
 }
+
+// The replay of e2e TestQuotaBlockedRolloutStalls, over quota-blocked (a
+// quota of one pod, three replicas, a stall threshold of 15 s, 20 s
+// recorded): the rollout stalls with reason replica_failure, every
+// threshold it passed counts once, none it did not, and it stays in
+// progress.
+func TestQuotaBlockedRolloutReplayed(t *testing.T) {
+	const name, ns = "quota-blocked", "replay-quota-blocked"
+	h := play(t, name)
+	rec := recording(t, h, name)
+	start, _ := deploymentTruth(rec, "web", 1)
+	age := h.Now().Sub(start).Seconds()
+	v, ok := counter(t, h, "kube_convergence_rollout_stalled_seconds", map[string]string{"kind": "Deployment", "namespace": ns, "name": "web", "reason": "replica_failure"})
+	if !ok || !within(v, age, exactTolerance) || v < 15 {
+		t.Errorf("stalled gauge %v (found %v), want the rollout's age %.3fs past the 15 s threshold, reason replica_failure", v, ok, age)
+	}
+	if v, _ := counter(t, h, "kube_convergence_rollouts_total", map[string]string{"namespace": ns}); v != 0 {
+		t.Errorf("rollouts_total = %v while stuck, want 0", v)
+	}
+	exceeded := func(th string) float64 {
+		v, _ := counter(t, h, "kube_convergence_rollout_threshold_exceeded_total", map[string]string{"namespace": ns, "stage": "available", "threshold": th})
+		return v
+	}
+	for _, th := range []string{"1.0", "10.0", "15.0"} {
+		if v := exceeded(th); v != 1 {
+			t.Errorf("threshold_exceeded{stage=available,threshold=%s} = %v after %.0fs stuck, want 1", th, v, age)
+		}
+	}
+	if v := exceeded("60.0"); v != 0 {
+		t.Errorf("threshold 60 crossed after %.0fs", age)
+	}
+	if v, _ := counter(t, h, "kube_convergence_rollouts_in_progress", map[string]string{"kind": "Deployment", "namespace": ns}); v != 1 {
+		t.Errorf("rollouts_in_progress = %v, want 1", v)
+	}
+}
