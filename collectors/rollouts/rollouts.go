@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -104,10 +105,10 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	}
 	var errs []error
 	watch := func(_ *informers.Watching, err error) { errs = append(errs, err) }
-	watch(informers.Watch(f, Name, informers.Pods, factHandlers[corev1.Pod](c)))
-	watch(informers.Watch(f, Name, informers.ReplicaSets, factHandlers[appsv1.ReplicaSet](c)))
-	watch(informers.Watch(f, Name, informers.Services, factHandlers[corev1.Service](c)))
-	watch(informers.Watch(f, Name, informers.EndpointSlices, factHandlers[discoveryv1.EndpointSlice](c)))
+	watch(informers.Watch(f, Name, informers.Pods, factHandlers[corev1.Pod](c, c.view.pods)))
+	watch(informers.Watch(f, Name, informers.ReplicaSets, factHandlers[appsv1.ReplicaSet](c, c.view.replicaSets)))
+	watch(informers.Watch(f, Name, informers.Services, factHandlers[corev1.Service](c, c.view.services)))
+	watch(informers.Watch(f, Name, informers.EndpointSlices, factHandlers[discoveryv1.EndpointSlice](c, c.view.slices)))
 	watch(informers.Watch(f, Name, informers.Nodes, c.nodeHandlers()))
 	facts := []informers.Resource{informers.Pods, informers.ReplicaSets, informers.Nodes, informers.Services, informers.EndpointSlices}
 	watch(informers.Watch(f, Name, informers.Deployments, workloadHandlers[appsv1.Deployment](c), facts...))
@@ -138,7 +139,14 @@ func workloadHandlers[T any](c *Collector) informers.Handlers[T] {
 // factHandlers record the changes of pods, ReplicaSets, Services or
 // EndpointSlices in the timelines, then re-evaluate the open episodes
 // they may affect. A list's objects are not changes: not recorded.
-func factHandlers[T any](c *Collector) informers.Handlers[T] {
+//
+// An object recreated under its name during a watch gap is Gone, then
+// Changed: its episodes are re-evaluated once, after the new object's
+// evidence is recorded (inf already holds the new object). Judged at the
+// deletion, a rollout that the new pod completes closed before the pod's
+// creation reached its timeline (the replayed pod-recreated-during-gap
+// recording).
+func factHandlers[T any](c *Collector, inf cache.SharedIndexInformer) informers.Handlers[T] {
 	return informers.Handlers[T]{
 		Changed: func(old, cur *T, seen informers.Seen) {
 			c.timelineFact(orNil(old), cur, seen.At)
@@ -146,11 +154,32 @@ func factHandlers[T any](c *Collector) informers.Handlers[T] {
 		},
 		Gone: func(last *T, seen informers.Seen) {
 			c.timelineGone(last, seen.At)
-			c.onFact(last, seen.At)
+			if !replaced(inf, last) {
+				c.onFact(last, seen.At)
+			}
 		},
 		Initial: func(cur *T, seen informers.Seen) { c.onFact(cur, seen.At) },
 		Now:     c.now,
 	}
+}
+
+// replaced reports whether inf holds another object (another uid) under
+// obj's key: obj was recreated under its name.
+func replaced(inf cache.SharedIndexInformer, obj any) bool {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return false
+	}
+	key := m.GetName()
+	if ns := m.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	cur, ok, err := inf.GetIndexer().GetByKey(key)
+	if err != nil || !ok {
+		return false
+	}
+	n, ok := cur.(metav1.Object)
+	return ok && n.GetUID() != m.GetUID()
 }
 
 // nodeHandlers read node updates only. Node heartbeats (every 10 s per

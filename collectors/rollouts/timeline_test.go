@@ -204,7 +204,7 @@ func TestPodRecreatedDuringAWatchGap(t *testing.T) {
 	}
 	relisted := t0.Add(time.Minute)
 	store.Relate("old", "sts")
-	h := informers.Handle(factHandlers[corev1.Pod](c))
+	h := informers.Handle(factHandlers[corev1.Pod](c, c.view.pods))
 	h.OnUpdate(pod("old", t0.Add(-time.Hour)), pod("new", relisted))
 	if !store.AddRelated("new", timeline.Entry{Time: relisted, Type: timeline.EntryEvent, Reason: "BackOff"}) {
 		t.Error("the recreated pod is not related to the episode")
