@@ -170,9 +170,9 @@ func replaced(inf cache.SharedIndexInformer, obj any) bool {
 	if !ok {
 		return false
 	}
-	key := m.GetName()
-	if ns := m.GetNamespace(); ns != "" {
-		key = ns + "/" + key
+	key, err := cache.MetaNamespaceKeyFunc(m)
+	if err != nil {
+		return false
 	}
 	cur, ok, err := inf.GetIndexer().GetByKey(key)
 	if err != nil || !ok {

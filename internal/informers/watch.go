@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sync"
 	"time"
@@ -82,7 +83,7 @@ func Watch[T any](f *Factory, collector string, r Resource, h Handlers[T], facts
 	if err != nil {
 		return nil, err
 	}
-	deps := []cache.SharedIndexInformer{inf}
+	deps := make([]cache.SharedIndexInformer, 0, len(facts))
 	for _, fr := range facts {
 		fi, err := f.Informer(fr)
 		if err != nil {
@@ -90,7 +91,7 @@ func Watch[T any](f *Factory, collector string, r Resource, h Handlers[T], facts
 		}
 		deps = append(deps, fi)
 	}
-	return WatchInformer(f, collector, r, inf, h, deps[1:]...), nil
+	return WatchInformer(f, collector, r, inf, h, deps...), nil
 }
 
 // WatchInformer is Watch on an informer the caller made and runs (a custom
@@ -204,12 +205,10 @@ type identity interface {
 type adapter[T any] struct {
 	h          Handlers[T]
 	unexpected prometheus.Counter
-	logger     interface {
-		Warn(msg string, args ...any)
-	}
-	collector string
-	resource  Resource
-	once      sync.Once
+	logger     *slog.Logger
+	collector  string
+	resource   Resource
+	once       sync.Once
 }
 
 // typed returns obj as a *T, counting and logging (once) anything else.
@@ -289,15 +288,16 @@ func (a *adapter[T]) OnDelete(obj any) {
 	a.h.Gone(last, SeenOf(obj, a.h.Now))
 }
 
-// Every calls fn with now() every second, from Start until its context is
-// done (a manual factory: at each Tick instead). Collectors use it to report
+// Every calls fn, for the collector named first, with now() every second,
+// from Start until its context is done (a manual factory: at each Tick
+// instead). Collectors use it to report
 // the latency thresholds that objects still in flight crossed: crossings are
 // also flushed before every observation, so the period only bounds how late
 // a crossing of an object with no new events is counted.
-func (f *Factory) Every(collector string, now func() time.Time, fn func(time.Time)) {
+func (f *Factory) Every(_ string, now func() time.Time, fn func(time.Time)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := ticker{collector: collector, now: now, fn: fn}
+	t := ticker{now: now, fn: fn}
 	f.tickers = append(f.tickers, t)
 	if f.ctx != nil && !f.manual {
 		go t.run(f.ctx)
@@ -305,9 +305,8 @@ func (f *Factory) Every(collector string, now func() time.Time, fn func(time.Tim
 }
 
 type ticker struct {
-	collector string
-	now       func() time.Time
-	fn        func(time.Time)
+	now func() time.Time
+	fn  func(time.Time)
 }
 
 func (t ticker) run(ctx context.Context) {
@@ -439,9 +438,5 @@ func Handle[T any](h Handlers[T]) cache.ResourceEventHandler {
 	if h.Now == nil {
 		h.Now = time.Now
 	}
-	return &adapter[T]{h: h, unexpected: prometheus.NewCounter(prometheus.CounterOpts{Name: "unused"}), logger: discard{}}
+	return &adapter[T]{h: h, unexpected: prometheus.NewCounter(prometheus.CounterOpts{Name: "unused"}), logger: slog.New(slog.DiscardHandler)}
 }
-
-type discard struct{}
-
-func (discard) Warn(string, ...any) {}
