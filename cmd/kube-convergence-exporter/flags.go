@@ -22,6 +22,9 @@ func (f *serveFlags) validate() error {
 	if f.stallThreshold <= 0 {
 		errs = append(errs, fmt.Errorf("--stall.threshold: must be a positive duration such as 5m, got %v (an unconverged object counts as stalled once it is older than this)", f.stallThreshold))
 	}
+	if f.syncTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--resources.sync-timeout: must be a positive duration such as 2m, got %v", f.syncTimeout))
+	}
 	if f.livenessTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--web.liveness-timeout: must be a positive duration such as 5m, got %v", f.livenessTimeout))
 	}

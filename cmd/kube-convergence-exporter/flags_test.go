@@ -98,7 +98,7 @@ func TestServeFlagsAccepted(t *testing.T) {
 		{"/metrics", "127.0.0.1:0", "127.0.0.1:0"}, // port 0: the kernel picks two ports
 	} {
 		listen := []string{tc.listen}
-		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2}
+		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1}
 		f.web = &web.FlagConfig{WebListenAddresses: &listen}
 		if err := f.validate(); err != nil {
 			t.Errorf("%+v: %v", tc, err)

@@ -35,6 +35,7 @@ import (
 
 	kcecollectors "github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
@@ -66,6 +67,7 @@ type serveFlags struct {
 	burst           int
 	configFile      string
 	stallThreshold  time.Duration
+	syncTimeout     time.Duration
 	tlRetained      int
 	tlMaxEntries    int
 	log             promslog.Config
@@ -102,6 +104,7 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("kube.burst", "Burst of queries to the API server.").Default("40").IntVar(&f.burst)
 	serveCmd.Flag("config.file", "Optional YAML file for per-collector settings (which collectors run, stall thresholds, label policy). Unknown keys are errors.").Default("").StringVar(&f.configFile)
 	serveCmd.Flag("stall.threshold", "Age after which an unconverged object is reported as stalled (per-kind overrides in --config.file).").Default(config.DefaultStallThreshold.String()).DurationVar(&f.stallThreshold)
+	serveCmd.Flag("resources.sync-timeout", "How long a tracked custom resource whose list fails (a conversion webhook down, a 5xx) keeps /readyz false before it is left out of readiness, until its list succeeds.").Default(resources.DefaultSyncTimeout.String()).DurationVar(&f.syncTimeout)
 	serveCmd.Flag("timelines.retained", "Closed rollout and custom-resource episodes whose timelines are kept for /api/v1/timelines, besides the open ones; the oldest closed is evicted first (kube_convergence_timeline_episodes_evicted_total).").Default(strconv.Itoa(timeline.DefaultRetained)).IntVar(&f.tlRetained)
 	serveCmd.Flag("timelines.max-entries", "Entries kept per episode timeline: the first and the last half; the ones in between are dropped and counted (kube_convergence_timeline_entries_dropped_total).").Default(strconv.Itoa(timeline.DefaultMaxEntries)).IntVar(&f.tlMaxEntries)
 	promslogflag.AddFlags(app, &f.log)
@@ -197,7 +200,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	// One timeline store: fed by the collectors, read by the timeline API
 	// and by the tracer (Warning Events as span events).
 	timelines := timeline.NewStore(timeline.Config{Retained: f.tlRetained, MaxEntries: f.tlMaxEntries})
-	collectorOpts := all.Options{Config: cfg, StallThreshold: f.stallThreshold, Logger: logger, RESTConfig: restCfg, Timelines: timelines}
+	collectorOpts := all.Options{Config: cfg, StallThreshold: f.stallThreshold, ResourceSyncTimeout: f.syncTimeout, Logger: logger, RESTConfig: restCfg, Timelines: timelines}
 	var tracer *tracing.Tracer
 	if cfg.Tracing.Enabled() {
 		// Built before anything runs: bad TLS files fail the start.

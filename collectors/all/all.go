@@ -27,8 +27,10 @@ import (
 type Options struct {
 	Config         *config.Config
 	StallThreshold time.Duration // --stall.threshold
-	Logger         *slog.Logger
-	Now            func() time.Time // nil: time.Now
+	// ResourceSyncTimeout is --resources.sync-timeout; 0: the default.
+	ResourceSyncTimeout time.Duration
+	Logger              *slog.Logger
+	Now                 func() time.Time // nil: time.Now
 	// RESTConfig is what admission probes build their own clients from
 	// (their own rate limiter); nil: the informer factory's clients.
 	RESTConfig *rest.Config
@@ -71,6 +73,9 @@ func Collectors(o Options) []collectors.Collector {
 	}
 	ro := rollouts.NewWith(episodes, o.Config, o.StallThreshold, o.Logger, o.Now)
 	re := resources.New(episodes, o.Config, o.StallThreshold, o.Logger, o.Now)
+	if o.ResourceSyncTimeout > 0 {
+		re.SetSyncTimeout(o.ResourceSyncTimeout)
+	}
 	if o.Config.Enabled(config.Timelines) {
 		// One store, fed by every episode event and by the evidence the
 		// collectors of workloads and custom resources read.

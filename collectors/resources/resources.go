@@ -37,10 +37,14 @@ const (
 	// StateNoStatusSubresource: see judge.
 	StateNoStatusSubresource = "no_status_subresource"
 	StateForbidden           = informers.CustomForbidden
+	StateListFailing         = informers.CustomListFailing
 )
 
 // States lists every state, in the order they are exposed.
-var States = []string{StateTracking, StateCRDMissing, StateVersionNotServed, StateNoStatusSubresource, StateForbidden}
+var States = []string{StateTracking, StateCRDMissing, StateVersionNotServed, StateNoStatusSubresource, StateForbidden, StateListFailing}
+
+// DefaultSyncTimeout is --resources.sync-timeout's default.
+const DefaultSyncTimeout = 2 * time.Minute
 
 // Collector times custom resource rollouts. The informers of its custom
 // resources run in the factory's informers.CustomResources, which starts,
@@ -52,6 +56,8 @@ type Collector struct {
 	now    func() time.Time
 	stall  time.Duration
 	ep     *collectors.Episodes
+	// syncTimeout: see SetSyncTimeout.
+	syncTimeout time.Duration
 
 	state        *prometheus.GaugeVec
 	decodeErrors *prometheus.CounterVec
@@ -100,6 +106,8 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 		stall:  stall,
 		ep:     ep,
 
+		syncTimeout: DefaultSyncTimeout,
+
 		state:        resourceState.NewGaugeVec(),
 		decodeErrors: resourceDecodeErrors.NewCounterVec(),
 
@@ -130,6 +138,11 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 	ep.Feed(c)
 	return c
 }
+
+// SetSyncTimeout sets how long a resource whose list fails keeps /readyz
+// false before it is left out of readiness (--resources.sync-timeout);
+// before Start.
+func (c *Collector) SetSyncTimeout(d time.Duration) { c.syncTimeout = d }
 
 // Name implements collectors.Collector.
 func (c *Collector) Name() string { return Name }
@@ -194,10 +207,11 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 		informers.WatchCustom(custom, Name, res, c.startHandlers(r))
 		if err := custom.Track(ctx, Name, informers.CustomResource{
 			Group: r.cfg.Group, Resource: r.cfg.Resource, Version: r.cfg.Version,
-			Transform: r.conv.Transform,
-			Judge:     judge,
-			OnState:   func(state, why string) { c.setState(name, state, why) },
-			Logger:    c.logger,
+			Transform:   r.conv.Transform,
+			Judge:       judge,
+			OnState:     func(state, why string) { c.setState(name, state, why) },
+			Logger:      c.logger,
+			SyncTimeout: c.syncTimeout,
 		}); err != nil {
 			return fmt.Errorf("resources: %w", err)
 		}

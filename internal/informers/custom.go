@@ -23,7 +23,13 @@ const (
 	CustomCRDMissing       = "crd_missing"        // no CRD, or not Established
 	CustomVersionNotServed = "version_not_served" // the version to watch is not served
 	CustomForbidden        = "forbidden"          // RBAC denies list or watch
+	// CustomListFailing: the informer's list fails with another error (a
+	// conversion webhook down, a 5xx) and it has not synced yet.
+	CustomListFailing = "list_failing"
 )
+
+// maxListError bounds the list error kept for /readyz (bytes).
+const maxListError = 512
 
 // CustomResource is a custom resource a collector asks CustomResources to
 // track: an informer runs for it while its CRD is established, serves the
@@ -45,6 +51,10 @@ type CustomResource struct {
 	// Logger receives the resource's lifecycle (the informer switching
 	// versions, list/watch errors); nil: the factory's, with the collector.
 	Logger *slog.Logger
+	// SyncTimeout is how long an informer whose list fails keeps
+	// readiness false (Readiness) before the resource is left out of it,
+	// until its list succeeds; 0: it is left out at once.
+	SyncTimeout time.Duration
 }
 
 func (r CustomResource) name() string { return Resource{Group: r.Group, Resource: r.Resource}.String() }
@@ -92,7 +102,11 @@ type tracked struct {
 	logger    *slog.Logger
 	state     string // "" until the CRDs are listed
 	version   string // watched by cur
-	cur       *customRun
+	// started is when cur started, listErr its last list error while it
+	// has not synced (CustomListFailing).
+	started time.Time
+	listErr string
+	cur     *customRun
 	// prev is the informer of the version watched before a switch, kept
 	// running until the new one has synced so that no change goes unseen
 	// while the API server starts serving the new version.
@@ -359,22 +373,38 @@ func (cr *CustomResources) start(t *tracked, crd CRD, v, why string) {
 		hooks = append(hooks, h(ci))
 	}
 	run.hooks.Store(&hooks)
-	inf, err := cr.f.Dynamic(ci.Resource, run.transform(t.cfg.Transform))
+	// Every list or watch error before the first sync is the list's: the
+	// resource has no objects to show and says why in its state (logged
+	// once per change by OnState); the reflector retries with backoff.
+	// After it the cache stays valid while the reflector relists. 403 is
+	// forbidden whenever it comes.
+	onErr := func(err error) {
+		forbidden := apierrors.IsForbidden(err)
+		if !forbidden && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+			return // the reflector relists at once
+		}
+		cr.mu.Lock()
+		defer cr.mu.Unlock()
+		if t.cur != run || (!forbidden && run.inf.HasSynced()) {
+			return
+		}
+		if forbidden {
+			cr.setState(t, CustomForbidden, err.Error())
+			return
+		}
+		t.listErr = CutUTF8(err.Error(), maxListError)
+		cr.setState(t, CustomListFailing, t.listErr)
+	}
+	inf, err := cr.f.Dynamic(ci.Resource, run.transform(t.cfg.Transform), onErr)
 	if err != nil {
 		t.logger.Error("cannot track a custom resource", "resource", name, "err", err)
 		return
 	}
 	run.inf = inf
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		if apierrors.IsForbidden(err) {
-			cr.mu.Lock()
-			defer cr.mu.Unlock()
-			if t.cur == run {
-				cr.setState(t, CustomForbidden, err.Error())
-			}
-			return
+		if !apierrors.IsForbidden(err) && inf.HasSynced() {
+			t.logger.Warn("list/watch of a custom resource failed, retrying", "resource", name, "err", err)
 		}
-		t.logger.Warn("list/watch of a custom resource failed, retrying", "resource", name, "err", err)
 	})
 	for _, s := range cr.subs {
 		if s.matches(ci) {
@@ -392,7 +422,7 @@ func (cr *CustomResources) start(t *tracked, crd CRD, v, why string) {
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	run.cancel = cancel
-	t.cur, t.version = run, v
+	t.cur, t.version, t.started, t.listErr = run, v, cr.now(), ""
 	cr.setState(t, CustomTracking, why)
 	go inf.RunWithContext(ctx)
 	go cr.awaitSync(ctx, t, run)
@@ -433,8 +463,12 @@ func (cr *CustomResources) awaitSync(ctx context.Context, t *tracked, run *custo
 	if t.cur != run {
 		return
 	}
-	if t.state == CustomForbidden {
+	switch t.state {
+	case CustomForbidden:
 		cr.setState(t, CustomTracking, "list allowed")
+	case CustomListFailing:
+		t.listErr = ""
+		cr.setState(t, CustomTracking, "list succeeded")
 	}
 	prev := t.prev
 	if prev == nil {
@@ -509,7 +543,8 @@ func (cr *CustomResources) setState(t *tracked, state, why string) {
 // Readiness reports whether the CRD list and every informer of collector's
 // tracking resources have synced (handlers included), and a line per
 // resource it tracks for /readyz: those not tracking are named and left
-// out.
+// out, and so is one whose list has failed for longer than its
+// SyncTimeout.
 func (cr *CustomResources) Readiness(collector string) (bool, []string) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
@@ -523,6 +558,11 @@ func (cr *CustomResources) Readiness(collector string) (bool, []string) {
 		switch {
 		case t.state == "":
 			lines = append(lines, fmt.Sprintf("resource %s: waiting for the CRD list", name))
+		case t.state == CustomListFailing && cr.now().Sub(t.started) < t.cfg.SyncTimeout:
+			synced = false
+			lines = append(lines, fmt.Sprintf("resource %s: list_failing, syncing (left out of readiness after the %v sync timeout): %s", name, t.cfg.SyncTimeout, t.listErr))
+		case t.state == CustomListFailing:
+			lines = append(lines, fmt.Sprintf("resource %s: list_failing (excluded from readiness after the %v sync timeout; joins again when its list succeeds): %s", name, t.cfg.SyncTimeout, t.listErr))
 		case t.state == CustomTracking && t.cur != nil && !t.cur.synced():
 			synced = false
 			lines = append(lines, fmt.Sprintf("resource %s: tracking, syncing", name))

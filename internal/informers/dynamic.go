@@ -32,8 +32,12 @@ func (f *Factory) SetDynamic(d dynamic.Interface) {
 // wrapper like every other informer, with transform as its transform. It is
 // neither shared nor started: the caller runs it and stops it (a custom
 // resource's informer must stop when its CRD goes, or its reflector would
-// relist a missing resource forever).
-func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
+// relist a missing resource forever). onErr, when set, is told every error
+// of its LIST and WATCH calls: a WatchList stream that the API server
+// refuses (429 while its watch cache cannot initialize, as when a
+// conversion webhook is down) is retried inside the reflector, which tells
+// its watch error handler nothing.
+func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc, onErr func(error)) (cache.SharedIndexInformer, error) {
 	f.mu.Lock()
 	d := f.dynamic
 	f.mu.Unlock()
@@ -43,23 +47,34 @@ func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc) (cache.Shar
 	// No index: CustomResources reads its store only to hand the objects
 	// of a deleted CRD to Gone (a namespace index costs about 70 bytes per
 	// object, BenchmarkTrackedMemory).
-	return f.dynamicInformer(d, r, f.hooked(r, transform), nil)
+	return f.dynamicInformer(d, r, f.hooked(r, transform), nil, onErr)
 }
 
-func dynamicListerWatcher(d dynamic.Interface, r Resource) cache.ListerWatcher {
+// dynamicListerWatcher lists and watches r; onErr (nil: none) is told the
+// calls' errors.
+func dynamicListerWatcher(d dynamic.Interface, r Resource, onErr func(error)) cache.ListerWatcher {
 	ri := d.Resource(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+	report := func(call string, err error) {
+		if err != nil && onErr != nil {
+			onErr(fmt.Errorf("failed to %s %s: %w", call, r, err)) // as the reflector words a list error
+		}
+	}
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, o)
+			obj, err := ri.List(ctx, o)
+			report("list", err)
+			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
+			w, err := ri.Watch(ctx, o)
+			report("watch", err)
+			return w, err
 		},
 	}, d)
 }
 
-func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers) (cache.SharedIndexInformer, error) {
-	lw := dynamicListerWatcher(d, r)
+func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers, onErr func(error)) (cache.SharedIndexInformer, error) {
+	lw := dynamicListerWatcher(d, r, onErr)
 	var inf cache.SharedIndexInformer
 	if f.newInformer != nil {
 		inf = f.newInformer(r, &unstructured.Unstructured{}, indexers)

@@ -116,7 +116,7 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		return inf, nil
 	}
 	if r == CustomResourceDefinitions && f.dynamic != nil {
-		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD, indexersOf(r))
+		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD, indexersOf(r), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +155,7 @@ func ListerWatcher(c kubernetes.Interface, d dynamic.Interface, r Resource) (cac
 	if d == nil {
 		return nil, nil, fmt.Errorf("informers: no dynamic client for %s", r)
 	}
-	return dynamicListerWatcher(d, r), &unstructured.Unstructured{}, nil
+	return dynamicListerWatcher(d, r, nil), &unstructured.Unstructured{}, nil
 }
 
 func builtinListerWatcher(c kubernetes.Interface, r Resource) (cache.ListerWatcher, runtime.Object, error) {
