@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -60,6 +61,7 @@ type Collector struct {
 	syncTimeout time.Duration
 
 	state        *prometheus.GaugeVec
+	info         *prometheus.GaugeVec
 	decodeErrors *prometheus.CounterVec
 
 	resources map[string]*resource // by resource string: certificates.cert-manager.io
@@ -89,6 +91,11 @@ var (
 		Help:   "1 for the current state of each configured custom resource, 0 for its other states.",
 		Labels: []string{"resource", "state"},
 	}
+	resourceInfo = metric.Family{
+		Name: "kube_convergence_resource_info", Type: metric.Gauge,
+		Help:   "1 for each tracked custom resource: its kind label, its operator and whether it opted into the observed-generation-lag alert.",
+		Labels: []string{"resource", "kind", "operator", "observed_generation_lag"},
+	}
 	resourceDecodeErrors = metric.Family{
 		Name: "kube_convergence_resource_decode_errors_total", Type: metric.Counter,
 		Help:   "Custom resource objects whose observedGeneration could not be read, counted once per object.",
@@ -109,6 +116,7 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 		syncTimeout: DefaultSyncTimeout,
 
 		state:        resourceState.NewGaugeVec(),
+		info:         resourceInfo.NewGaugeVec(),
 		decodeErrors: resourceDecodeErrors.NewCounterVec(),
 
 		resources: map[string]*resource{},
@@ -174,7 +182,7 @@ func (c *Collector) Register(reg prometheus.Registerer) error {
 	if err := c.ep.Register(reg); err != nil {
 		return err
 	}
-	if err := metric.Register(reg, metric.Declare(c.state, resourceState), metric.Declare(c.decodeErrors, resourceDecodeErrors)); err != nil {
+	if err := metric.Register(reg, metric.Declare(c.state, resourceState), metric.Declare(c.info, resourceInfo), metric.Declare(c.decodeErrors, resourceDecodeErrors)); err != nil {
 		return err
 	}
 	for _, name := range c.order {
@@ -247,6 +255,12 @@ func (c *Collector) setState(name, state, why string) {
 		}
 		c.state.WithLabelValues(name, s).Set(v)
 	}
+	switch state {
+	case StateTracking, StateForbidden, StateListFailing:
+		// Its informer runs (and retries).
+	default:
+		c.info.DeletePartialMatch(prometheus.Labels{"resource": name})
+	}
 	level := slog.LevelInfo
 	if state != StateTracking {
 		level = slog.LevelWarn
@@ -263,6 +277,9 @@ func (c *Collector) startHandlers(r *resource) func(informers.CustomInformer) in
 		c.stallOf[kind] = c.cfg.ResourceStallThreshold(r.cfg, c.stall)
 		c.mu.Unlock()
 		c.ep.Recovered.WithLabelValues(string(kind))
+		name := r.cfg.String()
+		c.info.DeletePartialMatch(prometheus.Labels{"resource": name}) // the kind of another version
+		c.info.WithLabelValues(name, string(kind), r.cfg.Operator, strconv.FormatBool(r.cfg.ObservedGenerationLag)).Set(1)
 		return c.objectHandlers(r, kind)
 	}
 }

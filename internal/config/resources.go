@@ -26,10 +26,21 @@ type Resource struct {
 	Ready []string `yaml:"ready"`
 	// StallThreshold overrides stall.threshold and --stall.threshold.
 	StallThreshold Duration `yaml:"stallThreshold"`
+	// Operator names the controller of the resource in alerts (Flux
+	// kustomize-controller); empty: "the operator of <kind>".
+	Operator string `yaml:"operator"`
+	// ObservedGenerationLag opts the resource into
+	// KubeConvergenceObservedGenerationLag (one alert per kind when its
+	// operator observes no new generation); otherwise a not-observed
+	// object is KubeConvergenceRolloutStuck's, one alert per object.
+	ObservedGenerationLag bool `yaml:"observedGenerationLag"`
 
 	// ReadyExprs are Ready, parsed.
 	ReadyExprs []ReadyExpr `yaml:"-"`
 }
+
+// maxOperator bounds resources[].operator, a label value.
+const maxOperator = 63
 
 // ReadyExpr is one readiness expression: the value at Path must print as
 // Value (as kubectl wait --for=jsonpath='{path}'=value compares).
@@ -131,6 +142,9 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 		}
 		if len(r.Ready) == 0 && len(r.Conditions) == 0 && condLine == 0 {
 			r.Conditions = []string{"Ready"}
+		}
+		if len(r.Operator) > maxOperator {
+			add(line("operator"), "resources[%d].operator: at most %d characters (it is a label value), got %d", i, maxOperator, len(r.Operator))
 		}
 		if l := pos.itemLine("resources", i, "stallThreshold"); l > 0 && r.StallThreshold <= 0 {
 			add(l, "resources[%d].stallThreshold: must be a positive duration such as \"10m\", got %v", i, time.Duration(r.StallThreshold))

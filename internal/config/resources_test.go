@@ -27,6 +27,10 @@ func TestResourcesErrorsNameTheLine(t *testing.T) {
 			`line 4: resources[0]: conditions and ready are exclusive (ready replaces conditions)`},
 		{"unknown key", "resources:\n- group: a.io\n  resource: bs\n  condition: [Ready]\n", `line 4: unknown key "condition"`},
 		{"zero stall threshold", "resources:\n- {group: a.io, resource: bs, stallThreshold: 0s}\n", `line 2: resources[0].stallThreshold: must be a positive duration such as "10m", got 0s`},
+		{"operator too long", "resources:\n- group: a.io\n  resource: bs\n  operator: " + strings.Repeat("o", 64) + "\n",
+			`line 4: resources[0].operator: at most 63 characters (it is a label value), got 64`},
+		{"observedGenerationLag not a bool", "resources:\n- group: a.io\n  resource: bs\n  observedGenerationLag: sometimes\n",
+			`line 4: cannot unmarshal !!str ` + "`sometimes`" + ` into bool`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.doc))
