@@ -105,7 +105,7 @@ func BenchmarkHotWrite(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
-		tr.Write(keys[i%len(keys)], at)
+		tr.Write(keys[i%len(keys)], at, tracker.Progress{}, tracker.Progress{})
 		i++
 	}
 }
