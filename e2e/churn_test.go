@@ -267,7 +267,9 @@ func TestChurnProgressIsNoHotLoop(t *testing.T) {
 		rolledOut(ctx, t, healthy, "big", 1)
 		// The rollout and the autoscaler's writes at once.
 		scaled := make(chan error, 1)
-		go func() { scaled <- scaleEvery(ctx, healthy, "big", 15*time.Second, []int32{110, 120, 130, 120, 110, 100, 110}) }()
+		go func() {
+			scaled <- scaleEvery(ctx, healthy, "big", 15*time.Second, []int32{110, 120, 130, 120, 110, 100, 110})
+		}()
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			d, err := client.AppsV1().Deployments(healthy).Get(ctx, "big", metav1.GetOptions{})
 			if err != nil {
@@ -452,8 +454,12 @@ func watchWrites(ctx context.Context, t *testing.T, ns string) func() map[string
 	var mu sync.Mutex
 	n := map[string]int{}
 	for kind, w := range map[string]func() (watch.Interface, error){
-		"Deployment": func() (watch.Interface, error) { return client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{}) },
-		"ReplicaSet": func() (watch.Interface, error) { return client.AppsV1().ReplicaSets(ns).Watch(ctx, metav1.ListOptions{}) },
+		"Deployment": func() (watch.Interface, error) {
+			return client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+		},
+		"ReplicaSet": func() (watch.Interface, error) {
+			return client.AppsV1().ReplicaSets(ns).Watch(ctx, metav1.ListOptions{})
+		},
 	} {
 		wi, err := w()
 		if err != nil {

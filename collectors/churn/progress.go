@@ -1,6 +1,9 @@
 package churn
 
 import (
+	"encoding/binary"
+	"hash/maphash"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,172 +28,178 @@ import (
 // controller scaling it during a rollout, its pods' progress): a loop
 // through it shows on the Deployment, with the Deployment's writer.
 func progressOf(obj metav1.Object) (tracker.Progress, bool) {
-	spec, status := fnvOffset.lifecycle(obj), fnvOffset
+	spec, status := newHash(), newHash()
+	spec.lifecycle(obj)
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		spec = spec.ptr(o.Spec.Replicas).workloadSpec(obj)
+		spec.ptr(o.Spec.Replicas).workloadSpec(obj)
 		s := o.Status
-		status = status.int(s.ObservedGeneration).int(int64(s.Replicas)).int(int64(s.UpdatedReplicas)).
+		status.int(s.ObservedGeneration).int(int64(s.Replicas)).int(int64(s.UpdatedReplicas)).
 			int(int64(s.ReadyReplicas)).int(int64(s.AvailableReplicas)).int(int64(s.UnavailableReplicas)).
 			ptr(s.TerminatingReplicas).str(obj.GetAnnotations()["deployment.kubernetes.io/revision"])
 		for _, c := range s.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 	case *appsv1.StatefulSet:
-		spec = spec.ptr(o.Spec.Replicas).workloadSpec(obj)
+		spec.ptr(o.Spec.Replicas).workloadSpec(obj)
 		s := o.Status
-		status = status.int(s.ObservedGeneration).int(int64(s.Replicas)).int(int64(s.ReadyReplicas)).
+		status.int(s.ObservedGeneration).int(int64(s.Replicas)).int(int64(s.ReadyReplicas)).
 			int(int64(s.CurrentReplicas)).int(int64(s.UpdatedReplicas)).int(int64(s.AvailableReplicas)).
 			str(s.CurrentRevision).str(s.UpdateRevision)
 		for _, c := range s.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 	case *appsv1.DaemonSet:
-		spec = spec.workloadSpec(obj)
+		spec.workloadSpec(obj)
 		s := o.Status
-		status = status.int(s.ObservedGeneration).int(int64(s.CurrentNumberScheduled)).int(int64(s.NumberMisscheduled)).
+		status.int(s.ObservedGeneration).int(int64(s.CurrentNumberScheduled)).int(int64(s.NumberMisscheduled)).
 			int(int64(s.DesiredNumberScheduled)).int(int64(s.NumberReady)).int(int64(s.UpdatedNumberScheduled)).
 			int(int64(s.NumberAvailable)).int(int64(s.NumberUnavailable))
 		for _, c := range s.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 	case *appsv1.ReplicaSet:
 		if c := metav1.GetControllerOf(obj); c != nil && c.Kind == "Deployment" {
 			return tracker.Progress{}, false
 		}
-		spec = spec.ptr(o.Spec.Replicas).int(int64(o.Spec.MinReadySeconds))
+		spec.ptr(o.Spec.Replicas).int(int64(o.Spec.MinReadySeconds))
 		s := o.Status
-		status = status.int(s.ObservedGeneration).int(int64(s.Replicas)).int(int64(s.FullyLabeledReplicas)).
+		status.int(s.ObservedGeneration).int(int64(s.Replicas)).int(int64(s.FullyLabeledReplicas)).
 			int(int64(s.ReadyReplicas)).int(int64(s.AvailableReplicas)).ptr(s.TerminatingReplicas)
 		for _, c := range s.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 	case *corev1.Pod:
-		spec = spec.str(o.Spec.NodeName).int(int64(len(o.Spec.SchedulingGates)))
+		spec.str(o.Spec.NodeName).int(int64(len(o.Spec.SchedulingGates)))
 		for _, c := range o.Spec.Containers {
-			spec = spec.str(c.Image)
+			spec.str(c.Image)
 		}
-		status = status.str(string(o.Status.Phase))
+		status.str(string(o.Status.Phase))
 		for _, c := range o.Status.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 		for _, cs := range [][]corev1.ContainerStatus{o.Status.InitContainerStatuses, o.Status.ContainerStatuses} {
 			for _, c := range cs {
-				status = status.container(c)
+				status.container(c)
 			}
 		}
 	case *corev1.Node:
-		spec = spec.bool(o.Spec.Unschedulable)
+		spec.bool(o.Spec.Unschedulable)
 		for _, c := range o.Status.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 	case *corev1.Service:
 		// Compact keeps the selector, the type and publishNotReadyAddresses,
 		// and no status: a status write (a load balancer's ingress) moves
 		// nothing here, so only a rare one is not a loop.
-		spec = spec.str(string(o.Spec.Type)).bool(o.Spec.PublishNotReadyAddresses).labels(o.Spec.Selector)
+		spec.str(string(o.Spec.Type)).bool(o.Spec.PublishNotReadyAddresses).labels(o.Spec.Selector)
 	case *discoveryv1.EndpointSlice:
 		// The endpoints as Compact keeps them: their pod, node and
 		// conditions, in any order.
-		var sum hash
+		var sum uint64
 		for _, e := range o.Endpoints {
-			eh := fnvOffset
+			eh := newHash()
 			if e.TargetRef != nil {
-				eh = eh.str(string(e.TargetRef.UID))
+				eh.str(string(e.TargetRef.UID))
 			}
 			if e.NodeName != nil {
-				eh = eh.str(*e.NodeName)
+				eh.str(*e.NodeName)
 			}
-			eh = eh.boolPtr(e.Conditions.Ready).boolPtr(e.Conditions.Serving).boolPtr(e.Conditions.Terminating)
-			sum += eh
+			sum += eh.boolPtr(e.Conditions.Ready).boolPtr(e.Conditions.Serving).boolPtr(e.Conditions.Terminating).h.Sum64()
 		}
-		status = status.int(int64(sum)).int(int64(len(o.Endpoints)))
+		status.int(int64(sum)).int(int64(len(o.Endpoints)))
 	case *corev1.Namespace:
-		status = status.str(string(o.Status.Phase))
+		status.str(string(o.Status.Phase))
 		for _, c := range o.Status.Conditions {
-			status = status.condition(string(c.Type), string(c.Status), c.Reason)
+			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
 	}
 	return tracker.Progress{Spec: spec.fold(), Status: status.fold()}, true
 }
 
-// hash is an FNV-1a 64 hash built without allocating (this runs on every
-// update), started from fnvOffset: each method returns the hash with one
-// more field.
-type hash uint64
+// seed is the process's seed of the state hashes: states are compared
+// within one process only.
+var seed = maphash.MakeSeed()
 
-const (
-	fnvOffset hash = 14695981039346656037
-	fnvPrime  hash = 1099511628211
-)
+// hash accumulates one part's fields (runtime/maphash: no allocation, a
+// few nanoseconds per field); each method returns h for chaining.
+type hash struct{ h maphash.Hash }
 
-// fold is the 32-bit state the tracker keeps (xor-folded).
-func (h hash) fold() uint32 { return uint32(h>>32) ^ uint32(h) }
-
-func (h hash) byte(b byte) hash {
-	h ^= hash(b)
-	return h * fnvPrime
-}
-
-func (h hash) int(v int64) hash {
-	for i := range 8 {
-		h = h.byte(byte(v >> (8 * i)))
-	}
+func newHash() hash {
+	var h hash
+	h.h.SetSeed(seed)
 	return h
 }
 
-func (h hash) str(s string) hash {
-	for i := range len(s) {
-		h = h.byte(s[i])
-	}
+// fold is the 32-bit state the tracker keeps (xor-folded).
+func (h *hash) fold() uint32 {
+	s := h.h.Sum64()
+	return uint32(s>>32) ^ uint32(s)
+}
+
+func (h *hash) byte(b byte) *hash {
+	_ = h.h.WriteByte(b)
+	return h
+}
+
+func (h *hash) int(v int64) *hash {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(v))
+	_, _ = h.h.Write(b[:])
+	return h
+}
+
+func (h *hash) str(s string) *hash {
+	_, _ = h.h.WriteString(s)
 	return h.byte(0)
 }
 
-func (h hash) bool(b bool) hash {
+func (h *hash) bool(b bool) *hash {
 	if b {
 		return h.byte(1)
 	}
 	return h.byte(2)
 }
 
-func (h hash) boolPtr(b *bool) hash {
+func (h *hash) boolPtr(b *bool) *hash {
 	if b == nil {
 		return h.byte(0)
 	}
 	return h.bool(*b)
 }
 
-func (h hash) ptr(v *int32) hash {
+func (h *hash) ptr(v *int32) *hash {
 	if v == nil {
 		return h.int(-1)
 	}
 	return h.int(int64(*v))
 }
 
-func (h hash) condition(typ, status, reason string) hash {
-	return h.str(typ).str(status).str(reason)
+func (h *hash) condition(typ, status, reason string) {
+	h.str(typ).str(status).str(reason)
 }
 
 // labels hashes a map in any order (a sum of its entries' hashes).
-func (h hash) labels(m map[string]string) hash {
-	var sum hash
+func (h *hash) labels(m map[string]string) *hash {
+	var sum uint64
 	for k, v := range m {
-		sum += fnvOffset.str(k).str(v)
+		e := newHash()
+		sum += e.str(k).str(v).h.Sum64()
 	}
 	return h.int(int64(sum)).int(int64(len(m)))
 }
 
 // container is a container's progress: ready, started, the state it is in
 // and why, its restarts.
-func (h hash) container(c corev1.ContainerStatus) hash {
-	h = h.str(c.Name).bool(c.Ready).boolPtr(c.Started).int(int64(c.RestartCount))
+func (h *hash) container(c corev1.ContainerStatus) *hash {
+	h.str(c.Name).bool(c.Ready).boolPtr(c.Started).int(int64(c.RestartCount))
 	switch s := c.State; {
 	case s.Waiting != nil:
-		h = h.byte('w').str(s.Waiting.Reason)
+		h.byte('w').str(s.Waiting.Reason)
 	case s.Running != nil:
-		h = h.byte('r')
+		h.byte('r')
 	case s.Terminated != nil:
-		h = h.byte('t').str(s.Terminated.Reason).int(int64(s.Terminated.ExitCode))
+		h.byte('t').str(s.Terminated.Reason).int(int64(s.Terminated.ExitCode))
 	}
 	return h
 }
@@ -198,14 +207,14 @@ func (h hash) container(c corev1.ContainerStatus) hash {
 // lifecycle is what every kind's spec part holds: whether the object is
 // being deleted and how many finalizers still hold it (a finalizer's
 // removal is progress of a deletion).
-func (h hash) lifecycle(m metav1.Object) hash {
+func (h *hash) lifecycle(m metav1.Object) *hash {
 	return h.bool(m.GetDeletionTimestamp() != nil).int(int64(len(m.GetFinalizers())))
 }
 
 // workloadSpec is a workload's spec as Compact keeps it: the hash of the
 // pod template and of the rest of the spec (not the annotations, which
 // bump a Deployment's generation without asking for anything).
-func (h hash) workloadSpec(m metav1.Object) hash {
+func (h *hash) workloadSpec(m metav1.Object) {
 	a := m.GetAnnotations()
-	return h.str(a[informers.AnnotationTemplateHash]).str(a[informers.AnnotationOtherHash])
+	h.str(a[informers.AnnotationTemplateHash]).str(a[informers.AnnotationOtherHash])
 }

@@ -90,7 +90,7 @@ func TestChurnLoopsAreHotWithTheirWriter(t *testing.T) {
 	t.Logf("hot: %v", hot)
 	stamps := conditionRestamps(t, "churn-loops", "stamped")
 	want := map[string]float64{
-		"Deployment " + ns + "/restamped kce-restamper":   30,
+		"Deployment " + ns + "/restamped kce-restamper":    30,
 		"Deployment " + ns + "/stamped kce-status-stamper": float64(stamps),
 		"Deployment " + ns + "/fought kce-fight-a":         15,
 		"Deployment " + ns + "/fought kce-fight-b":         14,
