@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/sandbox"
-	"github.com/kube-convergence/kube-convergence-exporter/slo"
 )
 
 const (
@@ -296,7 +294,7 @@ func TestChurnProgressIsNoHotLoop(t *testing.T) {
 		}
 		// Every sample Prometheus took over the run, at the scrape
 		// interval, and the HotLoop expression at each step.
-		for _, q := range []string{hotWrites, ruleExpr(t, "KubeConvergenceControllerHotLoop")} {
+		for _, q := range []string{hotWrites, bundledExpr(t, "KubeConvergenceControllerHotLoop")} {
 			m, err := prom.QueryRange(ctx, q, start, time.Now(), time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -332,7 +330,7 @@ func TestChurnProgressIsNoHotLoop(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		hot := ruleExpr(t, "KubeConvergenceControllerHotLoop")
+		hot := bundledExpr(t, "KubeConvergenceControllerHotLoop")
 		want := []map[string]string{
 			{"kind": "Deployment", "namespace": looping, "name": "looped", "manager": "kce-restamper"},
 			{"kind": "Deployment", "namespace": looping, "name": "fought", "manager": "kce-fight-a"},
@@ -365,7 +363,7 @@ func TestChurnProgressIsNoHotLoop(t *testing.T) {
 			}
 		}
 		t.Logf("HotLoop's expression: %v", v)
-		flapping := ruleExpr(t, "KubeConvergenceFieldOwnershipFlapping")
+		flapping := bundledExpr(t, "KubeConvergenceFieldOwnershipFlapping")
 		if _, err := prom.WaitFor(ctx, flapping, func(v model.Vector) bool {
 			for _, s := range v {
 				if s.Metric["kind"] == "Deployment" && s.Metric["manager_a"] == "kce-fight-a" && s.Metric["manager_b"] == "kce-fight-b" {
@@ -380,28 +378,6 @@ func TestChurnProgressIsNoHotLoop(t *testing.T) {
 	if f, err := prom.RuleEvaluationFailures(ctx); err != nil || f > 0 {
 		t.Errorf("rule evaluation failures %v (%v)", f, err)
 	}
-}
-
-// ruleExpr is the expression of a bundled alert of the controllers rules.
-func ruleExpr(t *testing.T, alert string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "rules", "kube-convergence-controllers.rules.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rf slo.RuleFile
-	if err := yaml.Unmarshal(b, &rf); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range rf.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == alert {
-				return r.Expr
-			}
-		}
-	}
-	t.Fatalf("%s not in the controllers rules", alert)
-	return ""
 }
 
 // rolledOut waits until generation gen of the Deployment is observed and
