@@ -412,21 +412,36 @@ func TestExporterAbsentReachesAlertmanager(t *testing.T) {
 	}
 }
 
-// bundledExpr is the expression of the bundled alert name.
+// bundledExpr is the expression of the bundled alert name: in the SLO
+// rules as slos.yaml renders them first, else in a bundled rule file.
 func bundledExpr(t *testing.T, name string) string {
 	t.Helper()
 	b, err := rules.SLORules()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rf slo.RuleFile
-	if err := yaml.Unmarshal(b, &rf); err != nil {
+	sources := [][]byte{b}
+	files, err := filepath.Glob(filepath.Join("..", "rules", "*.rules.yml"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range rf.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == name {
-				return r.Expr
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources = append(sources, b)
+	}
+	for _, b := range sources {
+		var rf slo.RuleFile
+		if err := yaml.Unmarshal(b, &rf); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range rf.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == name {
+					return r.Expr
+				}
 			}
 		}
 	}

@@ -3,19 +3,28 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/sandbox"
 )
 
 const (
@@ -209,4 +218,245 @@ func TestChurnCustomResourceFlaps(t *testing.T) {
 		v, _ := value(e.scrape(), flapsTotal, pair)
 		return v == want, fmt.Sprint(v)
 	})
+}
+
+// TestChurnProgressIsNoHotLoop: with the default churn settings
+// (churn.hotWrites 60 in churn.window 5m) and every bundled rule in a real
+// Prometheus, kube-controller-manager's writes during a 100-replica
+// rolling update and after scale writes every 15 s (through /scale, as a
+// HorizontalPodAutoscaler writes them) make no hot object, although the
+// Deployment is written more than 60 times (counted by the test's own
+// watch); writers in a loop without progress make KubeConvergenceControllerHotLoop's
+// expression true with their own names, and the fight over one field
+// makes KubeConvergenceFieldOwnershipFlapping's.
+func TestChurnProgressIsNoHotLoop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""))
+	e.waitReady(60 * time.Second)
+	dir := t.TempDir()
+	rulesGlob, err := filepath.Glob(filepath.Join("..", "rules", "*.rules.yml"))
+	if err != nil || len(rulesGlob) == 0 {
+		t.Fatalf("bundled rules: %v %v", rulesGlob, err)
+	}
+	prom := startPrometheus(ctx, t, sandbox.PrometheusOptions{
+		Dir:       dir,
+		Targets:   []sandbox.ScrapeTarget{{Job: "kube-convergence-exporter", Addr: strings.TrimPrefix(e.url, "http://")}},
+		RuleFiles: rulesGlob,
+	})
+	if _, err := prom.WaitFor(ctx, `up{job="kube-convergence-exporter"} == 1`, func(v model.Vector) bool { return len(v) == 1 }, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	const healthy, looping = "churn-progress", "churn-loop"
+	newNamespace(t, client, healthy)
+	newNamespace(t, client, looping)
+
+	// Truth: the test's own watch counts every stored write of the
+	// healthy Deployment and its ReplicaSets.
+	writes := watchWrites(ctx, t, healthy)
+
+	t.Run("rollout and scaling", func(t *testing.T) {
+		big := demo.Deployment(healthy, "big", 100, demo.Delays(time.Second, time.Second))
+		big.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+		if _, err := client.AppsV1().Deployments(healthy).Create(ctx, big, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rolledOut(ctx, t, healthy, "big", 1)
+		// The rollout and the autoscaler's writes at once.
+		scaled := make(chan error, 1)
+		go func() {
+			scaled <- scaleEvery(ctx, healthy, "big", 15*time.Second, []int32{110, 120, 130, 120, 110, 100, 110})
+		}()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d, err := client.AppsV1().Deployments(healthy).Get(ctx, "big", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			d.Spec.Template.Spec.Containers[0].Image = "registry.example/big:v2"
+			_, err = client.AppsV1().Deployments(healthy).Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-scaled; err != nil {
+			t.Fatal(err)
+		}
+		rolledOut(ctx, t, healthy, "big", 2)
+		n := writes()
+		busiest := 0
+		for _, c := range n {
+			busiest = max(busiest, c)
+		}
+		t.Logf("writes seen by the test's watch: %v", n)
+		if busiest <= 60 {
+			t.Fatalf("no object written more than 60 times (%v): the run proves nothing", n)
+		}
+		// Every sample Prometheus took over the run, at the scrape
+		// interval, and the HotLoop expression at each step.
+		for _, q := range []string{hotWrites, bundledExpr(t, "KubeConvergenceControllerHotLoop")} {
+			m, err := prom.QueryRange(ctx, q, start, time.Now(), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range m {
+				if s.Metric["namespace"] == healthy {
+					t.Errorf("%s over the run: %v, want no sample", q, s)
+				}
+			}
+		}
+	})
+
+	t.Run("loops", func(t *testing.T) {
+		for _, name := range []string{"looped", "fought"} {
+			d := demo.Deployment(looping, name, 1, demo.Delays(100*time.Millisecond, 100*time.Millisecond))
+			if _, err := client.AppsV1().Deployments(looping).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every 200 ms for 30 s: kce-restamper restamps an annotation of
+		// looped (150 writes), kce-fight-a and kce-fight-b take fought's
+		// spec.replicas in turn with force (75 each).
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 150 {
+			<-tick.C
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"kce.example/heartbeat":"%d"}}}`, time.Now().UnixNano())
+			if _, err := client.AppsV1().Deployments(looping).Patch(ctx, "looped", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kce-restamper"}); err != nil {
+				t.Fatal(err)
+			}
+			fight := appsv1ac.Deployment("fought", looping).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(int32(1 + i%2)))
+			if _, err := client.AppsV1().Deployments(looping).Apply(ctx, fight, metav1.ApplyOptions{FieldManager: []string{"kce-fight-a", "kce-fight-b"}[i%2], Force: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hot := bundledExpr(t, "KubeConvergenceControllerHotLoop")
+		want := []map[string]string{
+			{"kind": "Deployment", "namespace": looping, "name": "looped", "manager": "kce-restamper"},
+			{"kind": "Deployment", "namespace": looping, "name": "fought", "manager": "kce-fight-a"},
+			{"kind": "Deployment", "namespace": looping, "name": "fought", "manager": "kce-fight-b"},
+		}
+		v, err := prom.WaitFor(ctx, hot, func(v model.Vector) bool {
+			n := 0
+			for _, s := range v {
+				if s.Metric["namespace"] == looping {
+					n++
+				}
+			}
+			return n >= len(want)
+		}, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			found := false
+			for _, s := range v {
+				found = found || (s.Metric["kind"] == model.LabelValue(w["kind"]) && s.Metric["name"] == model.LabelValue(w["name"]) && s.Metric["manager"] == model.LabelValue(w["manager"]))
+			}
+			if !found {
+				t.Errorf("HotLoop's expression has no series %v: %v", w, v)
+			}
+		}
+		for _, s := range v {
+			if s.Metric["namespace"] == looping && s.Metric["manager"] == "kube-controller-manager" {
+				t.Errorf("HotLoop's expression names kube-controller-manager, whose writes follow the loops: %v", s)
+			}
+		}
+		t.Logf("HotLoop's expression: %v", v)
+		flapping := bundledExpr(t, "KubeConvergenceFieldOwnershipFlapping")
+		if _, err := prom.WaitFor(ctx, flapping, func(v model.Vector) bool {
+			for _, s := range v {
+				if s.Metric["kind"] == "Deployment" && s.Metric["manager_a"] == "kce-fight-a" && s.Metric["manager_b"] == "kce-fight-b" {
+					return true
+				}
+			}
+			return false
+		}, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if f, err := prom.RuleEvaluationFailures(ctx); err != nil || f > 0 {
+		t.Errorf("rule evaluation failures %v (%v)", f, err)
+	}
+}
+
+// rolledOut waits until generation gen of the Deployment is observed and
+// every replica updated and available.
+func rolledOut(ctx context.Context, t *testing.T, ns, name string, gen int64) {
+	t.Helper()
+	eventually(t, 2*time.Minute, fmt.Sprintf("%s/%s generation %d rolled out", ns, name, gen), func() (bool, string) {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		s := d.Status
+		return d.Generation >= gen && s.ObservedGeneration == d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want,
+			fmt.Sprintf("generation %d, status %+v", d.Generation, s)
+	})
+}
+
+// scaleEvery writes the Deployment's replicas through /scale, one value
+// every period, as kce-autoscaler.
+func scaleEvery(ctx context.Context, ns, name string, period time.Duration, replicas []int32) error {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for _, n := range replicas {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = client.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: "kce-autoscaler"})
+			return err
+		}); err != nil {
+			return fmt.Errorf("scale %s/%s to %d: %w", ns, name, n, err)
+		}
+	}
+	return nil
+}
+
+// watchWrites watches the Deployments and ReplicaSets of ns until the
+// test ends and returns a function that reads the stored writes (MODIFIED
+// events) per kind/name so far.
+func watchWrites(ctx context.Context, t *testing.T, ns string) func() map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	n := map[string]int{}
+	for kind, w := range map[string]func() (watch.Interface, error){
+		"Deployment": func() (watch.Interface, error) {
+			return client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+		},
+		"ReplicaSet": func() (watch.Interface, error) {
+			return client.AppsV1().ReplicaSets(ns).Watch(ctx, metav1.ListOptions{})
+		},
+	} {
+		wi, err := w()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(wi.Stop)
+		go func() {
+			for ev := range wi.ResultChan() {
+				m, ok := ev.Object.(metav1.Object)
+				if ev.Type != watch.Modified || !ok {
+					continue
+				}
+				mu.Lock()
+				n[kind+" "+m.GetName()]++
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(n)
+	}
 }

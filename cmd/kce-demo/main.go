@@ -181,8 +181,7 @@ by up to %[7]v (the controller-manager batches slice updates); demo/web-canary's
 Admission webhook %[10]s answers in 0.1 s for %[11]v, then in 6 s (timeout 10 s) for as long: the
 exporter's admission probe demo-configmap times it, KubeConvergenceWebhookNearTimeout follows.
 The demo rolls its Deployments back to back, so kube-controller-manager rewrites their status over 60
-times in 5 minutes: KubeConvergenceControllerHotLoop (a ticket) fires for them after 10 minutes, as it
-should for any object rewritten that often.
+times in 5 minutes: each write is progress, so KubeConvergenceControllerHotLoop stays silent.
 Stalls show after 30 s. Press Ctrl-C to stop everything.
 `, addr, prom.URL(), am.URL(), sb.Kubeconfig(""), binDir(), sb.Dir(), demo.SliceBatchPeriod, demo.BackupObserveDelay, demo.BackupReadyDelay,
 		demo.SlowWebhookName, demo.SlowWebhookPeriod)

@@ -70,7 +70,7 @@ var (
 	}
 	hotObjectWrites = metric.Family{
 		Name: "kube_convergence_hot_object_writes", Type: metric.Gauge,
-		Help:   "Writes to one object by one field manager in the last churn.window, exposed only above churn.hotWrites; capped.",
+		Help:   "Writes to one object by one field manager in the last churn.window that moved it to no new state, exposed only above churn.hotWrites; capped.",
 		Labels: []string{"kind", "namespace", "name", "manager"},
 	}
 	ownershipFlaps = metric.Family{
@@ -334,7 +334,9 @@ func managedEntries(m metav1.Object) (out []tracker.ManagedEntry, bad int) {
 	return out, bad
 }
 
-// onUpdate counts a live update of an object of kind from om to nm.
+// onUpdate counts a live update of an object of kind from om to nm, and
+// judges it for the hot objects: a write that is not progress (progressOf)
+// counts for its writer.
 func (c *Collector) onUpdate(kind string, om, nm metav1.Object, seen informers.Seen) {
 	if !seen.Live {
 		return // the state after a gap: the writes inside it were not seen
@@ -344,10 +346,14 @@ func (c *Collector) onUpdate(kind string, om, nm metav1.Object, seen informers.S
 		writer = WriterUnknown
 	}
 	k := updateKey{kind, c.cfg.NamespaceLabelValue(nm.GetNamespace()), om.GetGeneration() != nm.GetGeneration()}
+	from, judged := progressOf(om)
+	to, _ := progressOf(nm)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.updates[k]++
-	c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, seen.At)
+	if judged {
+		c.tr.Write(tracker.HotKey{Kind: kind, Namespace: nm.GetNamespace(), Name: nm.GetName(), Manager: writer}, seen.At, from, to)
+	}
 }
 
 // onDelete forgets a deleted object: its write counts (which an object

@@ -242,7 +242,7 @@ func TestWriterOfBusyObjectsWithTies(t *testing.T) {
 		t.Fatalf("not busy: writer %q, want applier (newest time, first of the tie)", w)
 	}
 	for range 3 {
-		c.tr.Write(tracker.HotKey{Kind: "Deployment", Namespace: "ns", Name: "web", Manager: "applier"}, now)
+		c.tr.Write(tracker.HotKey{Kind: "Deployment", Namespace: "ns", Name: "web", Manager: "applier"}, now, tracker.Progress{}, tracker.Progress{})
 	}
 	writerOf(version(t1, t0)) // busy: the applier's write at t1 is remembered
 	if w := writerOf(version(t1, t1)); w != "updater" {

@@ -38,7 +38,8 @@ type RetriesConfig struct {
 type ChurnConfig struct {
 	// Window over which writes per object are counted.
 	Window Duration `yaml:"window"`
-	// HotWrites: an object with more writes than this in Window is hot.
+	// HotWrites: an object with more writes without progress than this in
+	// Window (by one manager) is hot.
 	HotWrites int `yaml:"hotWrites"`
 	// FlapWindow: an ownership change A→B and back B→A within it is a flap.
 	FlapWindow Duration `yaml:"flapWindow"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -33,6 +35,7 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/replay"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/sandbox"
 )
@@ -102,6 +105,9 @@ type scenario struct {
 	config string
 	// cut: the recorder reads through a proxy the scenario can cut.
 	cut bool
+	// only, when set, trims the recording to these resources (the others
+	// get an empty list cycle, replay.RecordOptions.Unrecorded).
+	only []informers.Resource
 	// before runs before the recorder starts: the initial lists see it.
 	before func(ctx context.Context, e *env, ns string) error
 	run    func(ctx context.Context, e *env, r *replay.Recorder, ns string) error
@@ -336,6 +342,102 @@ var scenarios = []scenario{{
 		}
 		return e.eventsSettled(ctx, ns)
 	},
+}, {
+	// kube-controller-manager's writes during a large rollout: the
+	// Deployment's and its ReplicaSets' status and scale writes, which the
+	// churn collector must read as progress (pods and the other resources
+	// are left out: megabytes nobody reads here).
+	name: "rollout-100-replicas",
+	only: []informers.Resource{informers.Deployments, informers.ReplicaSets},
+	run: func(ctx context.Context, e *env, r *replay.Recorder, ns string) error {
+		r.Note("create Deployment web (100 replicas; kwok: Initialized after 1s, Ready 1s later)")
+		if err := e.deployment(ctx, demo.Deployment(ns, "web", 100, demo.Delays(time.Second, time.Second))); err != nil {
+			return err
+		}
+		if err := e.available(ctx, ns, "web", 1); err != nil {
+			return err
+		}
+		r.Note("new image: a rolling update of 100 replicas (maxSurge and maxUnavailable 25%%)")
+		if err := e.setImage(ctx, ns, "web", "registry.example/web:v2"); err != nil {
+			return err
+		}
+		if err := e.available(ctx, ns, "web", 2); err != nil {
+			return err
+		}
+		if err := e.settled(ctx, ns, "web", 100); err != nil {
+			return err
+		}
+		return sleep(ctx, time.Second)
+	},
+}, {
+	// An autoscaler's scale writes through /scale, every 5 s (three times
+	// the HorizontalPodAutoscaler's fastest cadence, 15 s), following a
+	// load that goes up and down; kube-controller-manager follows each.
+	name: "hpa-scaling",
+	only: []informers.Resource{informers.Deployments, informers.ReplicaSets},
+	run: func(ctx context.Context, e *env, r *replay.Recorder, ns string) error {
+		r.Note("create Deployment web (3 replicas; kwok: Initialized after 500ms, Ready 500ms later)")
+		if err := e.deployment(ctx, demo.Deployment(ns, "web", 3, demo.Delays(500*time.Millisecond, 500*time.Millisecond))); err != nil {
+			return err
+		}
+		if err := e.available(ctx, ns, "web", 1); err != nil {
+			return err
+		}
+		load := []int32{5, 8, 10, 8, 6, 4, 6, 9, 12, 9, 6, 3}
+		r.Note("kce-autoscaler scales web through /scale every 5s: %v", load)
+		for _, n := range load {
+			if err := e.scale(ctx, ns, "web", n, "kce-autoscaler"); err != nil {
+				return err
+			}
+			if err := sleep(ctx, 5*time.Second); err != nil {
+				return err
+			}
+		}
+		return e.settled(ctx, ns, "web", 3)
+	},
+}, {
+	// Writers in a loop without progress, every 200 ms for 6 s: one
+	// restamps an annotation of Deployment restamped, one a condition's
+	// lastUpdateTime of Deployment stamped, and two server-side appliers
+	// take spec.replicas of Deployment fought from each other with force.
+	// Replayed with churn.hotWrites 4: a status time has one-second
+	// precision, so its restamps reach the API server once a second.
+	name:   "churn-loops",
+	config: "churn:\n  hotWrites: 4\n",
+	only:   []informers.Resource{informers.Deployments, informers.ReplicaSets},
+	run: func(ctx context.Context, e *env, r *replay.Recorder, ns string) error {
+		for _, name := range []string{"restamped", "stamped", "fought"} {
+			if err := e.deployment(ctx, demo.Deployment(ns, name, 1, demo.Delays(100*time.Millisecond, 100*time.Millisecond))); err != nil {
+				return err
+			}
+			if err := e.available(ctx, ns, name, 1); err != nil {
+				return err
+			}
+		}
+		r.Note("every 200ms for 6s: kce-restamper annotates restamped, kce-status-stamper restamps stamped's Available lastUpdateTime, kce-fight-a and kce-fight-b apply fought's replicas (1, 2) in turn with force")
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 30 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"kce.example/heartbeat":"%d"}}}`, time.Now().UnixNano())
+			if _, err := e.c.AppsV1().Deployments(ns).Patch(ctx, "restamped", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kce-restamper"}); err != nil {
+				return err
+			}
+			if err := e.stampCondition(ctx, ns, "stamped", "kce-status-stamper"); err != nil {
+				return err
+			}
+			manager := []string{"kce-fight-a", "kce-fight-b"}[i%2]
+			fight := appsv1ac.Deployment("fought", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(int32(1 + i%2)))
+			if _, err := e.c.AppsV1().Deployments(ns).Apply(ctx, fight, metav1.ApplyOptions{FieldManager: manager, Force: true}); err != nil {
+				return err
+			}
+		}
+		return sleep(ctx, time.Second)
+	},
 }}
 
 // record runs s and writes its recording.
@@ -375,9 +477,20 @@ func (e *env) record(ctx context.Context, s scenario) {
 	restCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	restCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	var out bytes.Buffer
+	recorded, unrecorded := all.ResourcesOf(cfg), []informers.Resource(nil)
+	if s.only != nil {
+		recorded, unrecorded = nil, nil
+		for _, res := range all.ResourcesOf(cfg) {
+			if slices.Contains(s.only, res) {
+				recorded = append(recorded, res)
+			} else {
+				unrecorded = append(unrecorded, res)
+			}
+		}
+	}
 	r, err := replay.NewRecorder(replay.RecordOptions{
 		Client: kubernetes.NewForConfigOrDie(restCfg), Dynamic: dynamic.NewForConfigOrDie(restCfg),
-		Resources: all.ResourcesOf(cfg), Namespaces: []string{ns}, Out: &out,
+		Resources: recorded, Unrecorded: unrecorded, Namespaces: []string{ns}, Out: &out,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -520,6 +633,39 @@ func (e *env) updateDeployment(ctx context.Context, ns, name string, mutate func
 		}
 		mutate(d)
 		_, err = e.c.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// scale writes the Deployment's replicas through its /scale subresource,
+// as a HorizontalPodAutoscaler does.
+func (e *env) scale(ctx context.Context, ns, name string, replicas int32, manager string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := e.c.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = replicas
+		_, err = e.c.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{FieldManager: manager})
+		return err
+	})
+}
+
+// stampCondition restamps the lastUpdateTime of the Deployment's
+// Available condition and nothing else, through /status: a write without
+// progress (kube-controller-manager leaves it: its own status is the same).
+func (e *env) stampCondition(ctx context.Context, ns, name, manager string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := e.c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range d.Status.Conditions {
+			if d.Status.Conditions[i].Type == appsv1.DeploymentAvailable {
+				d.Status.Conditions[i].LastUpdateTime = metav1.Now()
+			}
+		}
+		_, err = e.c.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{FieldManager: manager})
 		return err
 	})
 }

@@ -31,6 +31,11 @@ type RecordOptions struct {
 	// Resources are recorded: typically all.ResourcesOf(cfg), what the
 	// exporter would watch with cfg.
 	Resources []informers.Resource
+	// Unrecorded are resources the exporter watches whose notifications a
+	// scenario leaves out (a 100-replica rollout's pods would be megabytes
+	// of lines nobody reads): each gets an empty list cycle at the start,
+	// so that the replay's collectors attach to it.
+	Unrecorded []informers.Resource
 	// Namespaces, when set, trims the recording to their objects: namespaced
 	// objects of other namespaces are dropped, and Namespace objects of
 	// other names; other cluster-scoped objects (Nodes, CRDs, webhook
@@ -98,6 +103,9 @@ func (r *Recorder) Start(ctx context.Context) error {
 		runs = append(runs, run{cache.NewReflectorWithOptions(m.Wrap(res.String(), lw), example, s, cache.ReflectorOptions{
 			Name: "recorder " + res.String(), TypeDescription: res.String(),
 		})})
+	}
+	for _, res := range r.o.Unrecorded {
+		r.write(Notification{Resource: res.String(), Type: typeListEnd, At: r.o.Now()})
 	}
 	for _, rn := range runs {
 		r.done.Go(func() { rn.refl.RunWithContext(ctx) })

@@ -5,10 +5,20 @@ import (
 	"time"
 )
 
-// Write churn: how often objects are written and by whom, and field
-// ownership that moves back and forth between two writers (a fight). Every
-// write the tracker sees is a live watch event; list cycles only set
-// baselines (a relist shows the state after a gap, not the writes in it).
+// Write churn: how often objects are written without progress and by
+// whom, and field ownership that moves back and forth between two writers
+// (a fight). Every write the tracker sees is a live watch event; list
+// cycles only set baselines (a relist shows the state after a gap, not the
+// writes in it).
+//
+// A write is progress when it moves the object's state to one it has not
+// had recently: the state asked for (Progress.Spec) or the state reported
+// towards it (Progress.Status). A write that moves neither (a restamped
+// time or annotation, a counter without progress) or moves one back to a
+// state among its last recentStates (a field toggled back and forth, two
+// writers fighting over it) is the loop the hot-object window counts. A
+// write that changes nothing never reaches the watch: the API server does
+// not store it.
 
 // hotBuckets splits the hot-object window into this many buckets: a count
 // over the window is exact to one bucket (5 %).
@@ -36,6 +46,55 @@ type ChurnConfig struct {
 // HotKey is one object and writer whose writes are counted.
 type HotKey struct{ Kind, Namespace, Name, Manager string }
 
+// Progress is an object's state before or after a write, as two hashes the
+// collector computes per kind: Spec, the state asked for (replicas, the
+// pod template: what metadata.generation covers, without what only
+// restamps it), and Status, the state reported towards it
+// (observedGeneration, replica counts, conditions' status and reason; no
+// times).
+type Progress struct{ Spec, Status uint32 }
+
+// recentStates is how many distinct states of each part an object
+// remembers: a return to one of them is a toggle. Four catch a field
+// toggled between two values, or cycled through three, by one writer or
+// two; a rollout's states never return (observedGeneration and
+// updatedReplicas only grow).
+const recentStates = 4
+
+// recent is a part's last distinct states (16 bytes and two counters).
+type recent struct {
+	states  [recentStates]uint32
+	n, next uint8
+}
+
+func (r *recent) has(x uint32) bool {
+	for _, s := range r.states[:r.n] {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recent) add(x uint32) {
+	r.states[r.next] = x
+	r.next = (r.next + 1) % recentStates
+	r.n = min(r.n+1, recentStates)
+}
+
+// moved reports whether a write from `from` to `to` is progress of this
+// part: it changed, to a state not among the recent ones.
+func (r *recent) moved(from, to uint32) bool {
+	if !r.has(from) {
+		r.add(from)
+	}
+	if from == to || r.has(to) {
+		return false
+	}
+	r.add(to)
+	return true
+}
+
 // HotObject is a hot object with its write count over the window.
 type HotObject struct {
 	HotKey
@@ -53,6 +112,15 @@ type ManagedEntry struct {
 }
 
 type objectName struct{ kind, namespace, name string }
+
+// objectWrites is what the tracker holds of an object written in the
+// window: about 60 bytes, plus a count ring per manager with writes
+// counted.
+type objectWrites struct {
+	managers     map[string]*hotCounts // nil until a write is counted
+	spec, status recent
+	last         int64 // absolute bucket of the newest write
+}
 
 type hotCounts struct {
 	counts [hotBuckets]uint16
@@ -86,7 +154,7 @@ const maxObjectPaths = 2048
 type ChurnTracker struct {
 	cfg         ChurnConfig
 	bucketWidth int64 // ns
-	hot         map[objectName]map[string]*hotCounts
+	hot         map[objectName]*objectWrites
 	owners      map[string]*ownership // by object UID
 	managers    map[string]int32
 	names       []string // by manager index; "" for a released index
@@ -100,7 +168,7 @@ func NewChurnTracker(cfg ChurnConfig) *ChurnTracker {
 	return &ChurnTracker{
 		cfg:         cfg,
 		bucketWidth: max(int64(cfg.Window)/hotBuckets, 1),
-		hot:         map[objectName]map[string]*hotCounts{},
+		hot:         map[objectName]*objectWrites{},
 		owners:      map[string]*ownership{},
 		managers:    map[string]int32{},
 		flaps:       map[FlapKey]uint64{},
@@ -127,38 +195,52 @@ func (h *hotCounts) sum() int {
 	return n
 }
 
-// Write counts one live write of an object by manager at `at`.
-func (t *ChurnTracker) Write(k HotKey, at time.Time) {
+// Write judges one live write of an object by manager at `at`, from the
+// state `from` to `to`, and counts it when it is not progress (see
+// Progress). It reports whether it counted it.
+func (t *ChurnTracker) Write(k HotKey, at time.Time, from, to Progress) bool {
 	o := objectName{k.Kind, k.Namespace, k.Name}
-	byManager := t.hot[o]
-	if byManager == nil {
-		byManager = map[string]*hotCounts{}
-		t.hot[o] = byManager
-	}
-	h := byManager[k.Manager]
 	b := at.UnixNano() / t.bucketWidth
+	w := t.hot[o]
+	if w == nil {
+		w = &objectWrites{}
+		t.hot[o] = w
+	}
+	w.last = max(w.last, b)
+	// Both parts are judged (and remembered), whichever made progress.
+	spec := w.spec.moved(from.Spec, to.Spec)
+	status := w.status.moved(from.Status, to.Status)
+	if spec || status {
+		return false
+	}
+	if w.managers == nil {
+		w.managers = map[string]*hotCounts{}
+	}
+	h := w.managers[k.Manager]
 	if h == nil {
 		h = &hotCounts{last: b}
-		byManager[k.Manager] = h
+		w.managers[k.Manager] = h
 	}
 	h.advance(b)
 	if c := &h.counts[b%hotBuckets]; b > h.last-hotBuckets && *c < ^uint16(0) {
 		*c++
 	}
+	return true
 }
 
-// Busy reports whether the object's live writes in the window, all
-// managers together, exceed half of HotWrites at `at`: the objects whose
-// writer is worth attributing precisely (a fight mis-attributed by a time
-// tie splits its writes between the two managers).
+// Busy reports whether the object's live writes counted in the window
+// (not progress), all managers together, exceed half of HotWrites at `at`:
+// the objects whose writer is worth attributing precisely (a fight
+// mis-attributed by a time tie splits its writes between the two
+// managers).
 func (t *ChurnTracker) Busy(kind, namespace, name string, at time.Time) bool {
-	byManager := t.hot[objectName{kind, namespace, name}]
-	if byManager == nil {
+	w := t.hot[objectName{kind, namespace, name}]
+	if w == nil {
 		return false
 	}
 	b := at.UnixNano() / t.bucketWidth
 	n := 0
-	for _, h := range byManager {
+	for _, h := range w.managers {
 		h.advance(b)
 		n += h.sum()
 	}
@@ -166,25 +248,28 @@ func (t *ChurnTracker) Busy(kind, namespace, name string, at time.Time) bool {
 }
 
 // Hot returns the (object, manager) pairs with more than HotWrites writes
-// in the window ending at now, most writes first, and forgets those with
-// none left.
+// counted in the window ending at now, most writes first, and forgets the
+// managers with none left and the objects not written in the window.
 func (t *ChurnTracker) Hot(now time.Time) []HotObject {
 	b := now.UnixNano() / t.bucketWidth
 	var out []HotObject
-	for o, byManager := range t.hot {
-		for m, h := range byManager {
+	for o, w := range t.hot {
+		for m, h := range w.managers {
 			h.advance(b)
 			n := h.sum()
 			if n == 0 {
-				delete(byManager, m)
+				delete(w.managers, m)
 				continue
 			}
 			if n > t.cfg.HotWrites {
 				out = append(out, HotObject{HotKey{o.kind, o.namespace, o.name, m}, n})
 			}
 		}
-		if len(byManager) == 0 {
-			delete(t.hot, o)
+		if len(w.managers) == 0 {
+			w.managers = nil
+			if w.last <= b-hotBuckets {
+				delete(t.hot, o)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -206,7 +291,7 @@ func (t *ChurnTracker) Hot(now time.Time) []HotObject {
 	return out
 }
 
-// ForgetObject drops the write counts of a deleted object.
+// ForgetObject drops the write counts and states of a deleted object.
 func (t *ChurnTracker) ForgetObject(kind, namespace, name string) {
 	delete(t.hot, objectName{kind, namespace, name})
 }

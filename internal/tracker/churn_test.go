@@ -10,15 +10,108 @@ func churnTracker() *ChurnTracker {
 	return NewChurnTracker(ChurnConfig{Window: time.Minute, HotWrites: 30, FlapWindow: 10 * time.Minute, MaxPairs: 2})
 }
 
+// same is a state a write leaves as it was: a loop write.
+var same = Progress{Spec: 1, Status: 1}
+
+// Which writes count: only those that move neither part to a state the
+// object has not had recently. Each case is a sequence of states written
+// by one manager 100 ms apart, with the writes it must count.
+func TestWriteProgress(t *testing.T) {
+	st := func(s ...uint32) []Progress { // status states, spec unchanged
+		out := make([]Progress, len(s))
+		for i, x := range s {
+			out[i] = Progress{Spec: 7, Status: x}
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		states []Progress // the object's states, the first before any write
+		counts []bool     // per write (len(states)-1)
+	}{{
+		name:   "a rollout: every status write reports a new state",
+		states: st(1, 2, 3, 4, 5, 6, 7, 8),
+		counts: []bool{false, false, false, false, false, false, false},
+	}, {
+		name:   "a restamp: the state does not move",
+		states: st(1, 1, 1, 1),
+		counts: []bool{true, true, true},
+	}, {
+		name:   "a toggle between two states: every return counts",
+		states: st(1, 2, 1, 2, 1),
+		counts: []bool{false, true, true, true},
+	}, {
+		name:   "a cycle of three states",
+		states: st(1, 2, 3, 1, 2, 3),
+		counts: []bool{false, false, true, true, true},
+	}, {
+		name:   "a return after more distinct states than remembered is progress",
+		states: st(1, 2, 3, 4, 5, 1),
+		counts: []bool{false, false, false, false, false},
+	}, {
+		// Two writers take spec.replicas in turn; the controller's status
+		// writes follow each (observedGeneration moves): the spec's
+		// returns count, the status writes never do.
+		name: "a spec toggled while the status follows",
+		states: []Progress{
+			{Spec: 1, Status: 10},
+			{Spec: 2, Status: 10}, // a: spec 1 → 2, new
+			{Spec: 2, Status: 11}, // controller
+			{Spec: 1, Status: 11}, // b: back to 1
+			{Spec: 1, Status: 12}, // controller
+			{Spec: 2, Status: 12}, // a: back to 2
+			{Spec: 2, Status: 13}, // controller
+		},
+		counts: []bool{false, false, true, false, true, false},
+	}, {
+		name:   "a write that moves one part back and the other forward is progress",
+		states: []Progress{{1, 1}, {2, 2}, {1, 3}},
+		counts: []bool{false, false},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := churnTracker()
+			k := HotKey{"Deployment", "ns", "web", "writer"}
+			for i := 1; i < len(c.states); i++ {
+				at := r0.Add(time.Duration(i) * 100 * time.Millisecond)
+				if got := tr.Write(k, at, c.states[i-1], c.states[i]); got != c.counts[i-1] {
+					t.Errorf("write %d (%v → %v): counted %v, want %v", i, c.states[i-1], c.states[i], got, c.counts[i-1])
+				}
+			}
+		})
+	}
+}
+
+// An object's states are forgotten with its writes: a toggle after a
+// window without writes starts from a new baseline; one within is
+// remembered even when no write was counted (the object held no manager).
+func TestWriteStatesForgotten(t *testing.T) {
+	tr := churnTracker() // window 1 minute
+	k := HotKey{"Deployment", "ns", "web", "writer"}
+	a, b := Progress{1, 1}, Progress{1, 2}
+	tr.Write(k, r0, a, b) // progress
+	tr.Hot(r0.Add(30 * time.Second))
+	if !tr.Write(k, r0.Add(40*time.Second), b, a) {
+		t.Error("a toggle 40 s later (within the window) not counted")
+	}
+	tr.Hot(r0.Add(3 * time.Minute))
+	if len(tr.hot) != 0 {
+		t.Fatalf("after the window: %d objects held", len(tr.hot))
+	}
+	if tr.Write(k, r0.Add(3*time.Minute), a, b) {
+		t.Error("the first write after the window judged against forgotten states")
+	}
+}
+
 func TestHotWrites(t *testing.T) {
 	tr := churnTracker()
 	k := HotKey{"Service", "ns", "web", "kce-hot-writer"}
 	// A status write every 0.5 s for 20 s: 40 writes.
 	for i := range 40 {
-		tr.Write(k, r0.Add(time.Duration(i)*500*time.Millisecond))
+		tr.Write(k, r0.Add(time.Duration(i)*500*time.Millisecond), same, same)
 	}
 	// One write by another manager: counted apart, not hot.
-	tr.Write(HotKey{"Service", "ns", "web", "kube-controller-manager"}, r0)
+	tr.Write(HotKey{"Service", "ns", "web", "kube-controller-manager"}, r0, same, same)
 	hot := tr.Hot(r0.Add(20 * time.Second))
 	if len(hot) != 1 || hot[0].HotKey != k || hot[0].Writes != 40 {
 		t.Fatalf("hot at +20s: %+v, want %v with 40 writes", hot, k)
@@ -29,8 +122,8 @@ func TestHotWrites(t *testing.T) {
 	if len(hot) != 0 {
 		t.Errorf("hot at +70s: %+v, want none (about 20 writes left, threshold 30)", hot)
 	}
-	tr.Write(k, r0.Add(70*time.Second))
-	if n := tr.hot[objectName{"Service", "ns", "web"}][k.Manager].sum(); n < 14 || n > 27 {
+	tr.Write(k, r0.Add(70*time.Second), same, same)
+	if n := tr.hot[objectName{"Service", "ns", "web"}].managers[k.Manager].sum(); n < 14 || n > 27 {
 		t.Errorf("writes in the window at +70s: %d, want 20 ± 6 (+1)", n)
 	}
 	// After the window nothing is left and the entries are forgotten.
@@ -39,12 +132,12 @@ func TestHotWrites(t *testing.T) {
 	}
 	// Exactly at the threshold is not hot; one more is.
 	for i := range 30 {
-		tr.Write(k, r0.Add(10*time.Minute+time.Duration(i)*time.Millisecond))
+		tr.Write(k, r0.Add(10*time.Minute+time.Duration(i)*time.Millisecond), same, same)
 	}
 	if hot := tr.Hot(r0.Add(10*time.Minute + time.Second)); len(hot) != 0 {
 		t.Errorf("30 writes, threshold 30: hot %+v", hot)
 	}
-	tr.Write(k, r0.Add(10*time.Minute+time.Second))
+	tr.Write(k, r0.Add(10*time.Minute+time.Second), same, same)
 	if hot := tr.Hot(r0.Add(10*time.Minute + time.Second)); len(hot) != 1 || hot[0].Writes != 31 {
 		t.Errorf("31 writes, threshold 30: hot %+v", hot)
 	}
