@@ -189,7 +189,7 @@ resources:
 		ready := h.waitFor(t, 0, time.Minute, "Ready=True at generation 1", func(u *unstructured.Unstructured) bool {
 			return conditionOf(u, "Ready")["status"] == "True" && observedGen(u) == 1
 		})
-		u := ready.obj
+		u := h.settled(t)
 		wantCondition(t, u, "Ready", "True", "ReconciliationSucceeded", 1)
 		wantCondition(t, u, "Healthy", "True", "Succeeded", 1)
 		if c := conditionOf(u, "Reconciling"); c != nil {
@@ -275,7 +275,7 @@ resources:
 		if longest < fluxTimeout.Seconds()/2 {
 			t.Errorf("longest running processor %.1f s during a %v health check, want at least half of it", longest, fluxTimeout)
 		}
-		u := failed.obj
+		u := h.settled(t)
 		wantCondition(t, u, "Healthy", "False", "HealthCheckFailed", gen)
 		fluxFixture(t, record, version, "health-check-failed", "b: a spec change to a Deployment that never becomes ready; the health check timed out", u)
 		failing(t, u, gen, "HealthCheckFailed")
@@ -287,10 +287,10 @@ resources:
 	run("c broken manifest", func(t *testing.T) {
 		from := h.len()
 		_, gen := spec(t, "./broken")
-		failed := h.waitFor(t, from, time.Minute, "Ready=False BuildFailed", func(u *unstructured.Unstructured) bool {
+		h.waitFor(t, from, time.Minute, "Ready=False BuildFailed", func(u *unstructured.Unstructured) bool {
 			return conditionOf(u, "Ready")["reason"] == "BuildFailed" && u.GetGeneration() == gen
 		})
-		u := failed.obj
+		u := h.settled(t)
 		fluxFixture(t, record, version, "build-failed", "c: a spec change to a path whose manifest is not YAML; kustomize build failed", u)
 		failing(t, u, gen, "BuildFailed")
 		// The health check of b is no longer the latest word: Healthy stays
@@ -309,7 +309,7 @@ resources:
 		ready := h.waitFor(t, from, time.Minute, "Ready=True again", func(u *unstructured.Unstructured) bool {
 			return conditionOf(u, "Ready")["status"] == "True" && observedGen(u) == gen
 		})
-		u := ready.obj
+		u := h.settled(t)
 		wantCondition(t, u, "Ready", "True", "ReconciliationSucceeded", gen)
 		wantCondition(t, u, "Healthy", "True", "Succeeded", gen)
 		fluxFixture(t, record, version, "recovered", "d: a spec change back to a path that applies and passes its health check, after b and c failed", u)
@@ -346,7 +346,7 @@ resources:
 			return rev == art2.Revision && conditionOf(u, "Ready")["status"] == "True"
 		})
 		t.Logf("new revision applied %v after it was published; Ready went Unknown on the way: %v", applied.at.Sub(published).Round(time.Millisecond), unknown)
-		u = applied.obj
+		u = h.settled(t)
 		if u.GetGeneration() != gen || observedGen(u) != gen {
 			t.Errorf("generation %d, observedGeneration %d after a new revision; want both %d", u.GetGeneration(), observedGen(u), gen)
 		}
@@ -482,6 +482,28 @@ func (h *objectHistory) waitFor(t *testing.T, from int, timeout time.Duration, w
 	}
 }
 
+// settled returns the newest state once no other arrived for a second:
+// kustomize-controller writes a result in more than one request (its
+// conditions, then the rest of the status such as history), and a watch
+// sees each.
+func (h *objectHistory) settled(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	const quiet = time.Second
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		h.mu.Lock()
+		last := h.events[len(h.events)-1]
+		h.mu.Unlock()
+		if time.Since(last.at) >= quiet {
+			return last.obj
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the object did not settle for %v within 15 s", quiet)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // poll is eventually without failing: it reports whether cond held within
 // timeout, so one wrong exporter answer does not hide the facts after it.
 func poll(timeout time.Duration, cond func() bool) bool {
@@ -576,6 +598,8 @@ func controllerMetrics(addr string) map[string]*dto.MetricFamily {
 var (
 	fixedTime     = "2026-01-01T00:00:00Z"
 	durationInMsg = regexp.MustCompile(`\b(in|after) [0-9][0-9.]*(ns|µs|ms|s|m)\b`)
+	// The controller's temp dir of one reconcile, named in build errors.
+	tmpInMsg = regexp.MustCompile(`/\S*/kustomization-[0-9]+/`)
 )
 
 // fluxFixture writes (record) or checks the fixture of one case. The check
@@ -592,7 +616,7 @@ func fluxFixture(t *testing.T, record bool, version, name, what string, u *unstr
 		}
 		header := fmt.Sprintf("# Recorded from kustomize-controller %s in the sandbox by e2e %s, %s.\n"+
 			"# Case %s.\n"+
-			"# Normalised: times are %s, durations in messages are <d>, uid, resourceVersion and managedFields are dropped.\n"+
+			"# Normalised: times are %s, durations are <d>, the controller's temp dir is <tmp>; uid, resourceVersion, creationTimestamp and managedFields are dropped.\n"+
 			"# Re-record: %s=1 go test -count=1 -run TestFluxKustomization ./e2e/ (docs/flux.md).\n",
 			version, t.Name(), time.Now().UTC().Format("2006-01-02"), what, fixedTime, recordEnv)
 		if err := os.MkdirAll(fluxFixtures, 0o755); err != nil {
@@ -646,7 +670,7 @@ func normalise(u *unstructured.Unstructured) map[string]any {
 			if _, err := time.Parse(time.RFC3339, x); err == nil {
 				return fixedTime
 			}
-			return durationInMsg.ReplaceAllString(x, "$1 <d>")
+			return tmpInMsg.ReplaceAllString(durationInMsg.ReplaceAllString(x, "$1 <d>"), "<tmp>/")
 		}
 		return v
 	}
