@@ -262,14 +262,33 @@ resources:
 		from := h.len()
 		changed, gen := spec(t, "./unready")
 		// The controller holds the item in its worker for the whole health
-		// check: its workqueue reports it as unfinished work.
+		// check: its workqueue reports it as unfinished work. Sampled every
+		// half second while the check runs (no status write comes between
+		// its start and its end).
 		var longest float64
-		failed := h.waitFor(t, from, fluxTimeout+45*time.Second, "Ready=False HealthCheckFailed", func(u *unstructured.Unstructured) bool {
-			if v, ok := value(controllerMetrics(f.MetricsAddr()), "workqueue_longest_running_processor_seconds", map[string]string{"name": "kustomization"}); ok && v > longest {
-				longest = v
+		sampled, stopSampling := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(sampled)
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if v, ok := value(controllerMetrics(f.MetricsAddr()), "workqueue_longest_running_processor_seconds", map[string]string{"name": "kustomization"}); ok {
+					longest = max(longest, v)
+				}
+				select {
+				case <-stopSampling:
+					return
+				case <-ctx.Done(): // the test failed before the health check did
+					return
+				case <-tick.C:
+				}
 			}
+		}()
+		failed := h.waitFor(t, from, fluxTimeout+45*time.Second, "Ready=False HealthCheckFailed", func(u *unstructured.Unstructured) bool {
 			return conditionOf(u, "Ready")["reason"] == "HealthCheckFailed" && u.GetGeneration() == gen
 		})
+		close(stopSampling)
+		<-sampled
 		t.Logf("Ready=False HealthCheckFailed %v after the spec write; workqueue_longest_running_processor_seconds{name=kustomization} reached %.1f s",
 			failed.at.Sub(changed).Round(time.Millisecond), longest)
 		if longest < fluxTimeout.Seconds()/2 {
@@ -384,7 +403,7 @@ resources:
 		if mfs[m] == nil {
 			t.Errorf("%s missing from kustomize-controller's /metrics", m)
 		}
-		t.Logf("kustomize-controller %s%v = %v", m, match, sumFamily(mfs, m, match))
+		t.Logf("kustomize-controller %s %v = %v", m, match, sumFamily(mfs, m, match))
 	}
 	for _, r := range []string{"success", "error", "requeue", "requeue_after"} {
 		t.Logf("kustomize-controller controller_runtime_reconcile_total{result=%q} = %v", r,
