@@ -119,6 +119,16 @@ func TestFluxKustomization(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	// The controller's /metrics as a Prometheus scrape target.
+	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{Targets: []sandbox.ScrapeTarget{f.MetricsTarget()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := prom.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
 	ks := dyn.Resource(sandbox.KustomizationResource).Namespace(fluxNS)
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNS}}, metav1.CreateOptions{}); err != nil {
@@ -391,6 +401,11 @@ resources:
 	// The controller's own /metrics, which Prometheus scrapes through
 	// f.MetricsTarget(): controller-runtime's reconcile and workqueue
 	// families for the kustomization controller.
+	q := `workqueue_adds_total{job="kustomize-controller",name="kustomization"} > 0 and on() up{job="kustomize-controller"} == 1`
+	if _, err := prom.WaitFor(ctx, q, func(v model.Vector) bool { return len(v) == 1 }, 10*time.Second); err != nil {
+		t.Errorf("Prometheus scraping f.MetricsTarget(): %v", err)
+	}
+
 	// Every reconcile ends in a RequeueAfter (the interval on success, the
 	// retry interval on failure), which client-go's delaying queue counts as
 	// a retry: retries equal adds minus the adds of watch events.
