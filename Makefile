@@ -31,7 +31,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/kube-convergence-exporter
 
 ## tools: build the pinned real components (etcd, kube-apiserver, controller-manager,
-## scheduler, kubectl, kwok, prometheus, promtool, alertmanager, helm) into .bin/.
+## scheduler, kubectl, kwok, prometheus, promtool, alertmanager, helm,
+## kustomize-controller and the Flux CRDs) into .bin/.
 tools:
 	@tools/build.sh
 

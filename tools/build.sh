@@ -4,7 +4,7 @@
 # component records the hash of its go.mod and go.sum.
 #
 # usage: tools/build.sh [component...]   (default: all)
-#   components: kube etcd kwok prometheus alertmanager helm
+#   components: kube etcd kwok prometheus alertmanager helm flux
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,7 @@ declare -A provides=(
   [prometheus]="prometheus promtool"
   [alertmanager]="alertmanager"
   [helm]="helm"
+  [flux]="kustomize-controller"
 )
 declare -A packages=(
   [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl"
@@ -28,9 +29,10 @@ declare -A packages=(
   [prometheus]="github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool"
   [alertmanager]="github.com/prometheus/alertmanager/cmd/alertmanager"
   [helm]="helm.sh/helm/v4/cmd/helm"
+  [flux]="github.com/fluxcd/kustomize-controller"
 )
 # Rough cold build times on 2 cores, so a newcomer knows what to expect.
-declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="4 min")
+declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="4 min" [flux]="5 min")
 
 # Kubernetes binaries report their version from ldflags (without them:
 # v0.0.0-master), which clients such as kubectl and the exporter log.
@@ -40,6 +42,43 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.i
 helm_version=v4.3.1
 helm_ldflags="-X helm.sh/helm/v4/internal/version.version=$helm_version"
 declare -A ldflags=([kube]="$kube_ldflags" [helm]="$helm_ldflags")
+
+# Flux's CRDs, next to the binaries: kustomize-controller's own (its module
+# ships config/crd/bases) and source-controller's, from the source-controller
+# module of the version whose api module kustomize-controller requires. Only
+# the CRDs are taken from it; source-controller is not built (the tests write
+# its sources' status). internal/sandbox applies them.
+flux_crds="$bin/flux-crds"
+flux_crd_files="kustomize.toolkit.fluxcd.io_kustomizations.yaml source.toolkit.fluxcd.io_gitrepositories.yaml source.toolkit.fluxcd.io_ocirepositories.yaml source.toolkit.fluxcd.io_buckets.yaml source.toolkit.fluxcd.io_externalartifacts.yaml"
+
+module_version() { # module_version <tools dir> <module path>
+  sed -n "s|^[[:space:]]*\(require[[:space:]]\+\)\{0,1\}$2[[:space:]]\+\(v[^[:space:]]*\).*|\2|p" "$root/tools/$1/go.mod" | head -1
+}
+
+module_dir() { # module_dir <tools dir> <module>@<version>
+  (cd "$root/tools/$1" && GOFLAGS=-mod=mod go mod download -json "$2" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+}
+
+# ensure_flux_crds copies them unless the copy is of the pinned versions.
+ensure_flux_crds() {
+  local kc sc f want complete=1
+  kc=$(module_version flux github.com/fluxcd/kustomize-controller)
+  sc=$(module_version flux github.com/fluxcd/source-controller/api)
+  [ -n "$kc" ] && [ -n "$sc" ] || { echo "tools/build.sh: no kustomize-controller or source-controller/api version in tools/flux/go.mod" >&2; exit 1; }
+  want="kustomize-controller $kc, source-controller $sc"
+  if [ "$(cat "$flux_crds/VERSIONS" 2>/dev/null)" = "$want" ]; then
+    for f in $flux_crd_files; do [ -f "$flux_crds/$f" ] || complete=0; done
+    [ "$complete" = 1 ] && return 0
+  fi
+  rm -rf "$flux_crds"
+  mkdir -p "$flux_crds"
+  cp "$(module_dir flux "github.com/fluxcd/kustomize-controller@$kc")"/config/crd/bases/kustomize.toolkit.fluxcd.io_*.yaml "$flux_crds/"
+  cp "$(module_dir flux "github.com/fluxcd/source-controller@$sc")"/config/crd/bases/source.toolkit.fluxcd.io_*.yaml "$flux_crds/"
+  chmod u+w "$flux_crds"/*
+  for f in $flux_crd_files; do [ -f "$flux_crds/$f" ] || { echo "tools/build.sh: $f missing from the Flux modules" >&2; exit 1; }; done
+  echo "$want" >"$flux_crds/VERSIONS"
+  echo "tools: flux CRDs of $want in $flux_crds"
+}
 
 stamp_of() { { cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum"; echo "${ldflags[$1]:-}"; } | sha256sum | cut -c1-16; }
 
@@ -66,9 +105,10 @@ prepare_alertmanager() {
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd kwok prometheus alertmanager helm)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd kwok prometheus alertmanager helm flux)
 for c in "${components[@]}"; do
   [ -n "${provides[$c]:-}" ] || { echo "tools/build.sh: unknown component $c" >&2; exit 2; }
+  [ "$c" = flux ] && ensure_flux_crds
   if up_to_date "$c"; then
     echo "tools: $c up to date (${provides[$c]})"
     continue

@@ -2,7 +2,9 @@
 // end-to-end tests and the demo: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok (which plays the kubelet
 // for fake nodes), each as a plain child process built by tools/build.sh.
-// It also runs Prometheus and Alertmanager (prometheus.go, alertmanager.go).
+// It also runs Prometheus and Alertmanager (prometheus.go, alertmanager.go),
+// and Flux's kustomize-controller with a stand-in for source-controller's
+// artefacts (flux.go).
 //
 // Everything binds to 127.0.0.1 on free ports and keeps its data under one
 // scratch directory, so several sandboxes can run side by side. Every child
