@@ -137,6 +137,14 @@ type object struct {
 	// instead would call the resume after pause -> set image a change of
 	// nothing, while it is when the new template rolls out. Empty: unknown.
 	baseline string
+	// pending: a live spec write of a custom resource that cannot be
+	// judged yet (Workload.unjudged), received at seen, which stays the
+	// write's receipt while pending. Its episode opens, from seen, when
+	// the object is first seen not ready: the controller took the write
+	// up. An object that stays ready gives no episode (nothing shows that
+	// its controller saw the write, nor that it did not): neither a
+	// near-zero duration nor a stall is invented.
+	pending bool
 }
 
 type episode struct {
@@ -182,6 +190,10 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 	var evs []Event
 	missed := listed || w.observedSeen()
 	o := t.objects[w.UID]
+	if w.Custom != nil && w.Custom.Terminating {
+		return stamp(t.terminating(o, &w, now), now)
+	}
+	keepSeen := o != nil && o.pending
 	switch {
 	case o == nil:
 		o = &object{}
@@ -201,6 +213,7 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation > o.last.Generation:
+		o.pending, keepSeen = false, false
 		if o.ep != nil && w.Custom == nil && w.TemplateHash == o.ep.template {
 			// Not a new revision (replicas, metadata, pause, strategy...):
 			// the rollout in flight goes on, judged on the newest spec.
@@ -220,6 +233,8 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			evs = t.close(evs, o, OutcomeSuperseded, now)
 		}
 		switch {
+		case !missed && w.unjudged() && o.ep == nil:
+			o.pending = true
 		case !missed:
 			o.ep = t.open(&w, change, now, since)
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
@@ -235,13 +250,49 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 		}
 	case w.Generation < o.last.Generation:
 		return nil // an older copy (should not happen with one informer): ignore
+	case o.pending && !w.Custom.Ready:
+		// The transition the pending write waited for: timed from the
+		// write's receipt; after a watch gap, recovered.
+		o.pending, keepSeen = false, false
+		change := ChangeOther
+		if w.Generation == 1 {
+			change = ChangeCreate
+		}
+		o.ep = t.open(&w, change, o.seen, time.Time{})
+		evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+		if listed {
+			o.ep.Recovered = true
+			evs = append(evs, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
+		}
 	}
-	o.last, o.seen = w, now
+	o.last = w
+	if !keepSeen {
+		o.seen = now
+	}
 	if o.ep != nil {
 		t.inFlight[w.UID] = o
 		evs = t.advance(evs, o, now)
 	}
 	return stamp(evs, now)
+}
+
+// terminating takes the record of a custom resource being deleted (a
+// deletionTimestamp: kstatus Terminating): its open episode closes as
+// deleted, and none opens (setting a deletionTimestamp bumps the
+// generation, and the controller finalizes the object instead of
+// converging it).
+func (t *RolloutTracker) terminating(o *object, w *Workload, now time.Time) []Event {
+	if o == nil {
+		o = &object{}
+		t.objects[w.UID] = o
+	}
+	var evs []Event
+	if o.ep != nil {
+		evs = t.close(evs, o, OutcomeDeleted, now)
+	}
+	o.pending = false
+	o.last, o.seen = *w, now
+	return evs
 }
 
 // Delete closes the open episode of uid, if any, and forgets the object.
