@@ -106,9 +106,9 @@ resources:
 		{[]string{"Ready"}, []string{"observedGeneration", "lastAttemptedGeneration"}},
 		{[]string{"Synced", "Ready"}, []string{"observedGeneration"}},
 		{[]string{"Available"}, []string{"observedGeneration"}}, // conditions set: the preset's Reconciled is not added
-		{[]string{"Ready"}, nil},                                // observedGeneration set: the preset's fields are not read
-		{nil, []string{"observedGeneration"}},                   // ready replaces the preset's conditions
-		{[]string{"Ready"}, []string{"observedGeneration"}},     // no preset
+		{[]string{"Ready"}, nil},                            // observedGeneration set: the preset's fields are not read
+		{nil, []string{"observedGeneration"}},               // ready replaces the preset's conditions
+		{[]string{"Ready"}, []string{"observedGeneration"}}, // no preset
 	} {
 		r := c.Resources[i]
 		if !reflect.DeepEqual(r.Conditions, want.conditions) || !reflect.DeepEqual(r.ObservedFields, want.observed) {

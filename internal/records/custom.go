@@ -207,7 +207,7 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 	o := &CustomObject{
 		Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
 		Generation: u.GetGeneration(), Created: u.GetCreationTimestamp().Time,
-		Terminating: u.GetDeletionTimestamp() != nil,
+		Terminating: deleting(u),
 	}
 	meta := metav1.ObjectMeta{Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
 	if managers, written := informers.WriteOf(meta.ManagedFields); len(managers) > 0 {
@@ -303,6 +303,14 @@ func bounded(s string, n int) string {
 		return s
 	}
 	return strings.Clone(informers.CutUTF8(s, n))
+}
+
+// deleting reports whether u has a deletionTimestamp, without parsing it
+// (GetDeletionTimestamp allocates on every update).
+func deleting(u *unstructured.Unstructured) bool {
+	m, _ := u.Object["metadata"].(map[string]any)
+	ts, _ := m["deletionTimestamp"].(string)
+	return ts != ""
 }
 
 // find returns the single value at path in data.

@@ -99,7 +99,7 @@ func TestCustomRecords(t *testing.T) {
 		{name: "observedGeneration greater than generation", u: obj(2, map[string]any{"observedGeneration": int64(9),
 			"conditions": []any{cond("Ready", "True", "observedGeneration", int64(9))}}), observed: 9, ready: true},
 		{name: "a preset's extra field: lastAttemptedGeneration", res: config.Resource{ObservedFields: []string{"observedGeneration", "lastAttemptedGeneration"}},
-			u: obj(3, map[string]any{"observedGeneration": int64(2), "lastAttemptedGeneration": int64(3), "conditions": []any{cond("Ready", "Unknown")}}),
+			u:        obj(3, map[string]any{"observedGeneration": int64(2), "lastAttemptedGeneration": int64(3), "conditions": []any{cond("Ready", "Unknown")}}),
 			observed: 3, reason: tracker.ReasonConditionUnknown},
 		{name: "readiness expression path absent from the status", res: config.Resource{Ready: []string{"{.status.phase}=Ready"}}, u: obj(1, map[string]any{
 			"state": "Ready"}), unknown: true, reason: tracker.ReasonConditionMissing},

@@ -131,7 +131,7 @@ func TestOperatorFixtureRecords(t *testing.T) {
 		{"crossplane/managed.yaml", crossplaneMR, []want{
 			{1, true, ""},
 			{1, false, tracker.ReasonConditionUnknown}, // Synced=True of generation 1
-			{2, true, ""},                              // Ready carries no generation: True counts
+			{2, true, ""}, // Ready carries no generation: True counts
 			{2, false, tracker.ReasonConditionUnknown},
 			{3, false, tracker.ReasonConditionFalse}, // Synced=False ReconcileError
 		}},

@@ -85,9 +85,9 @@ func TestCustomWithoutObservedGeneration(t *testing.T) {
 	t.Run("write, not ready, then ready: timed from the write's receipt", func(t *testing.T) {
 		run(t, newTracker(), []step{
 			{at: "-1m", w: noOG(1, true, long), initial: true},
-			{at: "0s", w: noOG(2, true, long)},                  // the spec write: ready on its old status
-			{at: "800ms", w: noOG(2, true, long)},               // a status write that changes nothing judged
-			{at: "2s", w: noOG(2, false, time.Time{})},          // the controller took it up
+			{at: "0s", w: noOG(2, true, long)},         // the spec write: ready on its old status
+			{at: "800ms", w: noOG(2, true, long)},      // a status write that changes nothing judged
+			{at: "2s", w: noOG(2, false, time.Time{})}, // the controller took it up
 			{at: "4.5s", w: noOG(2, true, at("4s")), want: []string{"crossed ready >1", "reached ready 4.5s", "closed converged"}},
 		})
 	})

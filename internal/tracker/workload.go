@@ -118,21 +118,21 @@ const (
 // records from the configured convention (conditions or readiness
 // expressions). Nil for the built-in workload kinds.
 type Custom struct {
+	// Ready: every readiness condition True (each with its own
+	// observedGeneration, when present, >= generation), neither
+	// Reconciling nor Stalled True; or every readiness expression true.
+	// Terminating: the object has a deletionTimestamp (kstatus
+	// Terminating); its controller finalizes it and will not converge it.
+	// (The bools sit together: apart, each took 8 bytes.)
+	Ready, Terminating bool
 	// ObservedUnknown: the object has a status but no observed generation
 	// anywhere (neither a status field nor a condition's own). The
 	// observed stage is then skipped, and a spec write is judged by the
 	// readiness transition it causes, timed on receipt (RolloutTracker.Observe).
 	ObservedUnknown bool
-	// Ready: every readiness condition True (each with its own
-	// observedGeneration, when present, >= generation), or every readiness
-	// expression true.
-	Ready bool
 	// ReadySince is the newest lastTransitionTime of the readiness
 	// conditions: the API-side time of the ready stage.
 	ReadySince time.Time
-	// Terminating: the object has a deletionTimestamp (kstatus
-	// Terminating); its controller finalizes it and will not converge it.
-	Terminating bool
 	// Reason is why it is not ready, once observed: ReasonStalled,
 	// ReasonReconciling, ReasonConditionFalse, ReasonConditionUnknown,
 	// ReasonConditionMissing, or "" (other).
