@@ -136,3 +136,26 @@ func TestPresetsWellFormed(t *testing.T) {
 		seen[key] = p.Name
 	}
 }
+
+// docs/resources.md lists every preset in its table, and every refused
+// resource: the names are public.
+func TestPresetsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "resources.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range Presets {
+		row := "| `" + p.Name + "` | "
+		if p.Group != "" {
+			row += "`" + p.Group + "/" + p.Resource + "` |"
+		}
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/resources.md has no row %q", row)
+		}
+	}
+	for _, r := range Refused {
+		if !strings.Contains(string(doc), "| `"+r.Group+"/"+r.Resource+"` | [refused]") {
+			t.Errorf("docs/resources.md does not list %s/%s as refused", r.Group, r.Resource)
+		}
+	}
+}
