@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
@@ -400,4 +401,79 @@ func TestRestartOverOperatorObjects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Bad input, each judged by the rules above, with no stall invented: the
+// fixtures altered as a broken or hostile operator would write them.
+func TestOperatorBadInput(t *testing.T) {
+	t.Run("conditions in any order", func(t *testing.T) {
+		conv, kind := configured(t, fluxKustomization)
+		u := fixture(t, "flux/kustomization.yaml")[4]
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {2, 0, 1}} {
+			shuffled := make([]any, len(order))
+			for i, j := range order {
+				shuffled[i] = conds[j]
+			}
+			v := u.DeepCopy()
+			_ = unstructured.SetNestedSlice(v.Object, shuffled, "status", "conditions")
+			w := Custom(conv.Compact(v), kind, conv)
+			if w.ObservedGeneration != 2 || w.Custom.Ready || w.Custom.Reason != tracker.ReasonConditionFalse {
+				t.Errorf("order %v: observed %d ready %v reason %q, want 2 false condition_false", order, w.ObservedGeneration, w.Custom.Ready, w.Custom.Reason)
+			}
+		}
+	})
+	t.Run("configured paths never present", func(t *testing.T) {
+		// A CRD whose objects carry neither the configured
+		// observedGeneration path nor the readiness one.
+		conv, kind := configured(t, "{group: keda.sh, resource: scaledobjects, observedGeneration: '{.status.seen}', ready: ['{.status.phase}=Ready']}")
+		o := conv.Compact(fixture(t, "keda/scaledobject.yaml")[0])
+		w := Custom(o, kind, conv)
+		if o.DecodeError == "" || !w.Custom.ObservedUnknown || w.Custom.Ready || w.Custom.Reason != tracker.ReasonConditionMissing {
+			t.Errorf("decode error %q, unknown %v, ready %v, reason %q; want a decode error, unknown, not ready, condition_missing",
+				o.DecodeError, w.Custom.ObservedUnknown, w.Custom.Ready, w.Custom.Reason)
+		}
+	})
+	t.Run("observedGeneration greater than generation", func(t *testing.T) {
+		conv, kind := configured(t, certificates)
+		docs := fixture(t, "cert-manager/certificate.yaml")
+		tr := tracker.NewRolloutTracker(tracker.RolloutConfig{StallAfter: func(tracker.Kind) time.Duration { return time.Minute }})
+		for i, at := range []string{"0s", "1s", "2s"} {
+			u := docs[min(i, 1)].DeepCopy()
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				c.(map[string]any)["observedGeneration"] = int64(9)
+			}
+			_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+			if evs := tr.Observe(Custom(conv.Compact(u), kind, conv), tracker.Seen{At: since(at), Live: i > 0}); len(evs) != 0 {
+				t.Errorf("+%s: events %+v, want none", at, evs)
+			}
+		}
+		if st := tr.Stalled(since("1h")); len(st) != 0 || len(tr.Open()) != 0 {
+			t.Errorf("open %+v, stalled %+v; want none", tr.Open(), st)
+		}
+	})
+	t.Run("deleted mid-reconcile", func(t *testing.T) {
+		// The Kustomization deleted while its health checks run: the
+		// deletionTimestamp bumps the generation, and kustomize-controller
+		// finalizes it (kustomization_controller.go finalize) instead of
+		// converging it.
+		tr := replay(t, "flux/kustomization.yaml", fluxKustomization, []receipt{
+			{doc: 0, at: "-1h", listed: true},
+			{doc: 1, at: "0s", want: []string{"opened"}},
+			{doc: 3, at: "1.2s", want: []string{"reached observed 1.2s"}},
+		})
+		conv, kind := configured(t, fluxKustomization)
+		u := fixture(t, "flux/kustomization.yaml")[3]
+		u.SetGeneration(3)
+		u.SetDeletionTimestamp(&metav1.Time{Time: since("2s")})
+		evs := tr.Observe(Custom(conv.Compact(u), kind, conv), tracker.LiveAt(since("2s")))
+		// Its crossings flushed (ready >1 s), then closed as deleted.
+		if last := evs[len(evs)-1]; last.Type != tracker.EpisodeClosed || last.Outcome != tracker.OutcomeDeleted {
+			t.Errorf("events %+v, want the episode closed as deleted", evs)
+		}
+		if st := tr.Stalled(since("1h")); len(st) != 0 || len(tr.Open()) != 0 {
+			t.Errorf("open %+v, stalled %+v; want none", tr.Open(), st)
+		}
+	})
 }
