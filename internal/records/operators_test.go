@@ -216,22 +216,7 @@ func replay(t *testing.T, file, entry string, steps []receipt) *tracker.RolloutT
 			w := Custom(conv.Compact(docs[s.doc]), kind, conv)
 			evs = tr.Observe(w, tracker.Seen{At: since(s.at), Live: !s.listed})
 		}
-		var got []string
-		for _, e := range evs {
-			switch e.Type {
-			case tracker.StageReached:
-				got = append(got, fmt.Sprintf("reached %s %v", e.Stage, e.Duration))
-			case tracker.EpisodeClosed:
-				got = append(got, "closed "+string(e.Outcome))
-			case tracker.EpisodeRecovered:
-				got = append(got, "recovered")
-			case tracker.EpisodeStalled:
-				got = append(got, fmt.Sprintf("stalled %s %s", e.Stage, e.Reason))
-			case tracker.EpisodeOpened:
-				got = append(got, "opened")
-			}
-		}
-		if g, w := strings.Join(got, "; "), strings.Join(s.want, "; "); g != w {
+		if g, w := events(evs), strings.Join(s.want, "; "); g != w {
 			t.Errorf("step %d (document %d at +%s):\n got: %s\nwant: %s", i, s.doc, s.at, g, w)
 		}
 	}
@@ -239,6 +224,26 @@ func replay(t *testing.T, file, entry string, steps []receipt) *tracker.RolloutT
 }
 
 const tick = -1 // a receipt step that only ticks the tracker
+
+// events shows evs as the timelines above read them (crossings left out).
+func events(evs []tracker.Event) string {
+	var out []string
+	for _, e := range evs {
+		switch e.Type {
+		case tracker.StageReached:
+			out = append(out, fmt.Sprintf("reached %s %v", e.Stage, e.Duration))
+		case tracker.EpisodeClosed:
+			out = append(out, "closed "+string(e.Outcome))
+		case tracker.EpisodeRecovered:
+			out = append(out, "recovered")
+		case tracker.EpisodeStalled:
+			out = append(out, fmt.Sprintf("stalled %s %s", e.Stage, e.Reason))
+		case tracker.EpisodeOpened:
+			out = append(out, "opened")
+		}
+	}
+	return strings.Join(out, "; ")
+}
 
 // assertStalled checks the stalls at d: none, or one of stage ready for
 // reason, aged age.
@@ -278,16 +283,7 @@ func replayMore(t *testing.T, tr *tracker.RolloutTracker, file, entry string, s 
 	t.Helper()
 	conv, kind := configured(t, entry)
 	w := Custom(conv.Compact(fixture(t, file)[s.doc]), kind, conv)
-	var got []string
-	for _, e := range tr.Observe(w, tracker.Seen{At: since(s.at), Live: !s.listed}) {
-		switch e.Type {
-		case tracker.StageReached:
-			got = append(got, fmt.Sprintf("reached %s %v", e.Stage, e.Duration))
-		case tracker.EpisodeClosed:
-			got = append(got, "closed "+string(e.Outcome))
-		}
-	}
-	if g, w := strings.Join(got, "; "), strings.Join(s.want, "; "); g != w {
+	if g, w := events(tr.Observe(w, tracker.Seen{At: since(s.at), Live: !s.listed})), strings.Join(s.want, "; "); g != w {
 		t.Errorf("document %d at +%s:\n got: %s\nwant: %s", s.doc, s.at, g, w)
 	}
 }
