@@ -78,6 +78,7 @@ var (
 	fluxKustomization = "{group: kustomize.toolkit.fluxcd.io, resource: kustomizations}"
 	fluxHelmRelease   = "{group: helm.toolkit.fluxcd.io, resource: helmreleases}"
 	fluxGitRepository = "{group: source.toolkit.fluxcd.io, resource: gitrepositories}"
+	fluxOCIRepository = "{group: source.toolkit.fluxcd.io, resource: ocirepositories}"
 	certificates      = "{group: cert-manager.io, resource: certificates}"
 	clusterIssuers    = "{group: cert-manager.io, resource: clusterissuers}"
 	crossplaneMR      = "{group: s3.aws.m.upbound.io, resource: buckets, preset: crossplane-managed}"
@@ -115,6 +116,10 @@ func TestOperatorFixtureRecords(t *testing.T) {
 			{2, false, tracker.ReasonStalled},
 		}},
 		{"flux/gitrepository.yaml", fluxGitRepository, []want{
+			{1, true, ""},
+			{2, false, tracker.ReasonConditionFalse},
+		}},
+		{"flux/ocirepository.yaml", fluxOCIRepository, []want{
 			{1, true, ""},
 			{2, false, tracker.ReasonConditionFalse},
 		}},
@@ -373,6 +378,8 @@ func TestRestartOverOperatorObjects(t *testing.T) {
 		{"flux/helmrelease.yaml", fluxHelmRelease, 0, ""},
 		{"flux/helmrelease.yaml", fluxHelmRelease, 4, tracker.ReasonStalled},
 		{"flux/gitrepository.yaml", fluxGitRepository, 0, ""},
+		{"flux/gitrepository.yaml", fluxGitRepository, 1, tracker.ReasonConditionFalse},
+		{"flux/ocirepository.yaml", fluxOCIRepository, 0, ""},
 		{"cert-manager/certificate.yaml", certificates, 4, ""},
 		{"cert-manager/clusterissuer.yaml", clusterIssuers, 0, ""},
 		{"crossplane/managed.yaml", crossplaneMR, 2, ""},
