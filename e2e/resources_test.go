@@ -650,3 +650,133 @@ func retryOnConflict(f func() error) error {
 		}
 	}
 }
+
+// An exporter restart over healthy custom resources pages nobody: 10
+// phase-only objects (judged by a ready: expression, no observedGeneration
+// anywhere) and 10 conditions-only ones (Ready=True without
+// observedGeneration, True since before their last spec write), each
+// created, made healthy by its controller, then written again (generation
+// 2) without its status changing. Neither the exporter that watched it all
+// nor the one started after it shows a stalled series or an open episode
+// for them, past their 2 s stallThreshold. A canary, really not ready when
+// the second exporter starts, stalls: proof that the threshold passed and
+// that the exporter does judge.
+func TestResourcesRestartOverHealthy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dyn := dynamic.NewForConfigOrDie(sb.AdminConfig())
+	t.Cleanup(func() {
+		for _, n := range []string{"phases", "conds"} {
+			_ = dyn.Resource(crdGVR).Delete(context.Background(), n+"."+resGroup, metav1.DeleteOptions{})
+		}
+	})
+	for _, c := range []*unstructured.Unstructured{crd("Phase", "phases", "Namespaced", true, "v1"), crd("Cond", "conds", "Namespaced", true, "v1")} {
+		if _, err := dyn.Resource(crdGVR).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctls := map[string]testController{}
+	for _, r := range []struct{ kind, plural string }{{"Phase", "phases"}, {"Cond", "conds"}} {
+		ctls[r.plural] = testController{t: t, kind: r.kind, dyn: dyn.Resource(schema.GroupVersionResource{Group: resGroup, Version: "v1", Resource: r.plural}).Namespace("default")}
+		eventually(t, 10*time.Second, r.plural+" served", func() (bool, string) {
+			_, err := ctls[r.plural].dyn.List(ctx, metav1.ListOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	cfg := writeConfig(t, `
+resources:
+  - group: e2e.kce.io
+    resource: phases
+    ready: ['{.status.phase}=Running']
+    stallThreshold: 2s
+  - group: e2e.kce.io
+    resource: conds
+    stallThreshold: 2s
+`)
+	first := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg)
+	first.waitReady(60 * time.Second)
+	eventually(t, 10*time.Second, "both resources tracking", func() (bool, string) {
+		mfs := first.scrape()
+		a, _ := value(mfs, "kube_convergence_resource_state", map[string]string{"resource": "phases.e2e.kce.io", "state": "tracking"})
+		b, _ := value(mfs, "kube_convergence_resource_state", map[string]string{"resource": "conds.e2e.kce.io", "state": "tracking"})
+		return a == 1 && b == 1, fmt.Sprint(a, b)
+	})
+
+	// Ready since a day ago: a condition that stayed True through writes.
+	since := time.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
+	statuses := map[string]map[string]any{
+		"phases": {"phase": "Running"},
+		"conds": {"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Reconciled",
+			"message": "set by the e2e controller", "lastTransitionTime": since}}},
+	}
+	for plural, ctl := range ctls {
+		for i := range 10 {
+			name := fmt.Sprintf("%s-%02d", plural, i)
+			ctl.create(ctx, name)
+			ctl.setStatus(ctx, name, statuses[plural])
+			if err := retryOnConflict(func() error {
+				u, err := ctl.dyn.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				u.Object["spec"] = map[string]any{"size": int64(2)}
+				_, err = ctl.dyn.Update(ctx, u, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// quiet checks e shows nothing for the 20: no stalled series, no open
+	// episode, no recovered one; the canary only. recovered: whether the
+	// canary's episode was recovered (e started after it was written).
+	quiet := func(e *exporterProc, what string, recovered float64) {
+		t.Helper()
+		mfs := e.scrape()
+		if mf := mfs["kube_convergence_rollout_stalled_seconds"]; mf != nil {
+			for _, m := range mf.Metric {
+				if labelsMatch(m, map[string]string{"namespace": "default"}) && !labelsMatch(m, map[string]string{"name": "canary"}) &&
+					(labelsMatch(m, map[string]string{"kind": "Phase.e2e.kce.io"}) || labelsMatch(m, map[string]string{"kind": "Cond.e2e.kce.io"})) {
+					t.Errorf("%s: stalled series %v", what, m.Label)
+				}
+			}
+		}
+		for kind, want := range map[string][2]float64{"Phase.e2e.kce.io": {1, recovered}, "Cond.e2e.kce.io": {0, 0}} {
+			if v, _ := value(mfs, "kube_convergence_rollouts_in_progress", map[string]string{"kind": kind, "namespace": "default"}); v != want[0] {
+				t.Errorf("%s: rollouts_in_progress{kind=%s} = %v, want %v (the canary only)", what, kind, v, want[0])
+			}
+			if v := sumFamily(mfs, "kube_convergence_rollouts_recovered_total", map[string]string{"kind": kind}); v != want[1] {
+				t.Errorf("%s: rollouts_recovered_total{kind=%s} = %v, want %v", what, kind, v, want[1])
+			}
+		}
+	}
+	canaryStalled := func(e *exporterProc) (bool, string) {
+		v, ok := value(e.scrape(), "kube_convergence_rollout_stalled_seconds", map[string]string{"kind": "Phase.e2e.kce.io", "name": "canary", "stage": "ready"})
+		return ok && v > 2, fmt.Sprint(v, ok)
+	}
+	// The canary: created last, never ready.
+	ctls["phases"].create(ctx, "canary")
+	ctls["phases"].setStatus(ctx, "canary", map[string]any{"phase": "Pending"})
+
+	// The exporter that watched it all: every create converged, every
+	// later write left the objects ready; past the threshold, the canary
+	// alone is stalled.
+	eventually(t, 20*time.Second, "the 20 creates converged and the canary stalled", func() (bool, string) {
+		mfs := first.scrape()
+		n := sumFamily(mfs, "kube_convergence_rollouts_total", map[string]string{"outcome": "converged", "kind": "Phase.e2e.kce.io"}) +
+			sumFamily(mfs, "kube_convergence_rollouts_total", map[string]string{"outcome": "converged", "kind": "Cond.e2e.kce.io"})
+		stalled, why := canaryStalled(first)
+		return n == 20 && stalled, fmt.Sprint("converged ", n, ", canary ", why)
+	})
+	quiet(first, "the live exporter", 0)
+
+	if _, err := first.stop(10 * time.Second); err != nil {
+		t.Fatalf("first exporter: %v", err)
+	}
+	second := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg)
+	second.waitReady(60 * time.Second)
+	restarted := time.Now()
+	eventually(t, 20*time.Second, "the canary stalled after the restart", func() (bool, string) { return canaryStalled(second) })
+	t.Logf("canary stalled %v after the restart", time.Since(restarted).Round(time.Millisecond))
+	quiet(second, "after the restart", 1)
+}

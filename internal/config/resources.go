@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,9 +35,17 @@ type Resource struct {
 	// operator observes no new generation); otherwise a not-observed
 	// object is KubeConvergenceRolloutStuck's, one alert per object.
 	ObservedGenerationLag bool `yaml:"observedGenerationLag"`
+	// Preset names a known operator's convention (Presets); without it,
+	// the preset of Group and Resource applies, if any. Keys set here
+	// override the preset's.
+	Preset string `yaml:"preset"`
 
 	// ReadyExprs are Ready, parsed.
 	ReadyExprs []ReadyExpr `yaml:"-"`
+	// ObservedFields are the status fields holding an observed generation
+	// (the newest wins) when ObservedGeneration is not set: the preset's,
+	// else status.observedGeneration.
+	ObservedFields []string `yaml:"-"`
 }
 
 // maxOperator bounds resources[].operator, a label value.
@@ -89,7 +98,8 @@ func parseReadyExpr(s string) (ReadyExpr, error) {
 }
 
 // validateResources checks the resources list: JSONPath syntax, no built-in
-// resource, no duplicate, sane conditions and thresholds.
+// or refused resource, no duplicate, a known preset, sane conditions and
+// thresholds; and applies the presets under the keys set.
 func (c *Config) validateResources(pos positions, add func(line int, format string, a ...any)) {
 	seen := map[string]int{}
 	for i := range c.Resources {
@@ -112,6 +122,17 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 			add(line("resource"), "resources[%d]: resource (the plural name, such as certificates) is required", i)
 		} else if r.Resource != strings.ToLower(r.Resource) {
 			add(line("resource"), "resources[%d]: resource must be the lower-case plural name, got %q", i, r.Resource)
+		}
+		for _, ref := range Refused {
+			if r.Group == ref.Group && r.Resource == ref.Resource {
+				add(line(""), "resources[%d]: %s: %s", i, r, ref.Why)
+			}
+		}
+		preset, hasPreset := PresetFor(r.Group, r.Resource)
+		if r.Preset != "" {
+			if preset, hasPreset = PresetNamed(r.Preset); !hasPreset {
+				add(line("preset"), "resources[%d].preset: unknown preset %q (known: %s)", i, r.Preset, presetNames())
+			}
 		}
 		if r.Group != "" && r.Resource != "" {
 			if first, dup := seen[r.String()]; dup {
@@ -142,6 +163,18 @@ func (c *Config) validateResources(pos positions, add func(line int, format stri
 		}
 		if len(r.Ready) == 0 && len(r.Conditions) == 0 && condLine == 0 {
 			r.Conditions = []string{"Ready"}
+			if hasPreset {
+				r.Conditions = slices.Clone(preset.Conditions)
+			}
+		}
+		if r.Operator == "" && hasPreset {
+			r.Operator = preset.Operator
+		}
+		if r.ObservedGeneration == "" {
+			r.ObservedFields = defaultObservedFields
+			if hasPreset && len(preset.ObservedFields) > 0 {
+				r.ObservedFields = preset.ObservedFields
+			}
 		}
 		if len(r.Operator) > maxOperator {
 			add(line("operator"), "resources[%d].operator: at most %d characters (it is a label value), got %d", i, maxOperator, len(r.Operator))

@@ -3,6 +3,7 @@ package records
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,12 @@ const (
 
 // maxMessage bounds a kept condition message (bytes): messages go to logs
 // only, and a controller's message can be kilobytes (a whole error chain).
-const maxMessage = 256
+// maxReason bounds its reason: by convention a CamelCase word, but
+// metav1.Condition allows 1,024 bytes and a custom status any length.
+const (
+	maxMessage = 256
+	maxReason  = 128
+)
 
 // Convention is how a configured custom resource is judged: its readiness
 // conditions, or readiness expressions, and where its observed generation
@@ -42,7 +48,10 @@ type Convention struct {
 	names        map[string]string // interned field manager names
 	observed     *jsonpath.JSONPath
 	observedText string
-	ready        []readyPath
+	// observedFields are the status fields read when no path is
+	// configured (config.Resource.ObservedFields).
+	observedFields []string
+	ready          []readyPath
 }
 
 type readyPath struct {
@@ -52,7 +61,10 @@ type readyPath struct {
 
 // NewConvention compiles a configured resource's convention.
 func NewConvention(r config.Resource) (*Convention, error) {
-	c := &Convention{Conditions: r.Conditions}
+	c := &Convention{Conditions: r.Conditions, observedFields: r.ObservedFields}
+	if r.ObservedGeneration == "" && len(c.observedFields) == 0 {
+		c.observedFields = []string{"observedGeneration"}
+	}
 	if r.ObservedGeneration != "" {
 		j, err := config.ParseJSONPath(r.ObservedGeneration)
 		if err != nil {
@@ -92,9 +104,13 @@ type CustomObject struct {
 	Received int64
 	Listed   bool
 	// HasStatus: the object has a status. HasObserved: ObservedGeneration
-	// was read. (The three bools sit together: apart, each took 8 bytes.)
+	// was read. Terminating: it has a deletionTimestamp. ReadyAbsent: a
+	// readiness expression's path is absent from its status. (The bools
+	// sit together: apart, each took 8 bytes.)
 	HasStatus   bool
 	HasObserved bool
+	Terminating bool
+	ReadyAbsent bool
 	// SpecWrite is the newest managedFields time touching spec (API side,
 	// one-second precision); zero when unknown.
 	SpecWrite time.Time
@@ -110,12 +126,13 @@ type CustomObject struct {
 	// (informers.StatusWriteOf), 0 when unknown.
 	StatusUnix int64
 
-	// ObservedGeneration is read from status.observedGeneration (or the
-	// configured path) when HasObserved.
+	// ObservedGeneration is the newest of the status fields that hold one
+	// (status.observedGeneration, or a preset's, or the configured path)
+	// when HasObserved.
 	ObservedGeneration int64
-	// FirstConditionObserved is the first condition's own observedGeneration
-	// (0: none): the fallback where status.observedGeneration is absent.
-	FirstConditionObserved int64
+	// ConditionsObserved is the newest observedGeneration of the kept
+	// conditions (readiness, Stalled, Reconciling), found by type; 0: none.
+	ConditionsObserved int64
 	// DecodeError says why the configured observedGeneration path gave no
 	// integer for this object; "" when it did or none is configured.
 	DecodeError string
@@ -190,6 +207,7 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 	o := &CustomObject{
 		Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
 		Generation: u.GetGeneration(), Created: u.GetCreationTimestamp().Time,
+		Terminating: deleting(u),
 	}
 	meta := metav1.ObjectMeta{Annotations: u.GetAnnotations(), ManagedFields: u.GetManagedFields()}
 	if managers, written := informers.WriteOf(meta.ManagedFields); len(managers) > 0 {
@@ -207,36 +225,20 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 	}
 	status, _ := u.Object["status"].(map[string]any)
 	o.HasStatus = len(status) > 0
-	if v, ok := status["observedGeneration"]; ok {
-		if o.ObservedGeneration, o.HasObserved = integer(v); !o.HasObserved {
-			o.DecodeError = fmt.Sprintf("status.observedGeneration is not an integer: %v", v)
-		}
-	}
-	conds, _ := status["conditions"].([]any)
-	for i, raw := range conds {
-		m, _ := raw.(map[string]any)
-		if m == nil {
+	for _, f := range c.observedFields {
+		v, ok := status[f]
+		if !ok {
 			continue
 		}
-		og, _ := integer(m["observedGeneration"])
-		if i == 0 {
-			o.FirstConditionObserved = og
+		n, isInt := integer(v)
+		switch {
+		case !isInt:
+			o.DecodeError = fmt.Sprintf("status.%s is not an integer: %v", f, v)
+		case !o.HasObserved || n > o.ObservedGeneration:
+			o.ObservedGeneration, o.HasObserved = n, true
 		}
-		typ, _ := m["type"].(string)
-		if typ != ConditionStalled && typ != ConditionReconciling && !contains(c.Conditions, typ) {
-			continue
-		}
-		cc := CustomCondition{Type: c.intern(typ), ObservedGeneration: og}
-		cc.Status, _ = m["status"].(string)
-		cc.Status = c.intern(cc.Status)
-		cc.Reason, _ = m["reason"].(string)
-		cc.Message, _ = m["message"].(string)
-		cc.Message = informers.CutUTF8(cc.Message, maxMessage)
-		if s, ok := m["lastTransitionTime"].(string); ok {
-			cc.LastTransition, _ = time.Parse(time.RFC3339, s)
-		}
-		o.Conditions = append(o.Conditions, cc)
 	}
+	c.compactConditions(o, status)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.observed != nil {
@@ -254,8 +256,61 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 	for _, r := range c.ready {
 		v, err := find(r.path, u.Object)
 		o.Ready = append(o.Ready, err == nil && fmt.Sprint(v) == r.value)
+		o.ReadyAbsent = o.ReadyAbsent || (err != nil && o.HasStatus)
 	}
 	return o
+}
+
+// compactConditions keeps the first condition of each type the convention
+// reads (readiness, Stalled, Reconciling), found by type whatever the
+// order, and the newest observedGeneration among them. A list of any
+// length keeps at most one per type: a controller writing hundreds of
+// conditions, or one type many times, costs no memory per entry.
+func (c *Convention) compactConditions(o *CustomObject, status map[string]any) {
+	conds, _ := status["conditions"].([]any)
+	for _, raw := range conds {
+		m, _ := raw.(map[string]any)
+		if m == nil {
+			continue
+		}
+		typ, _ := m["type"].(string)
+		if typ != ConditionStalled && typ != ConditionReconciling && !contains(c.Conditions, typ) {
+			continue
+		}
+		if slices.ContainsFunc(o.Conditions, func(k CustomCondition) bool { return k.Type == typ }) {
+			continue // a duplicate type: the first one stands, as kstatus reads it
+		}
+		og, _ := integer(m["observedGeneration"])
+		o.ConditionsObserved = max(o.ConditionsObserved, og)
+		cc := CustomCondition{Type: c.intern(typ), ObservedGeneration: og}
+		cc.Status, _ = m["status"].(string)
+		cc.Status = c.intern(cc.Status)
+		cc.Reason, _ = m["reason"].(string)
+		cc.Reason = bounded(cc.Reason, maxReason)
+		cc.Message, _ = m["message"].(string)
+		cc.Message = bounded(cc.Message, maxMessage)
+		if s, ok := m["lastTransitionTime"].(string); ok {
+			cc.LastTransition, _ = time.Parse(time.RFC3339, s)
+		}
+		o.Conditions = append(o.Conditions, cc)
+	}
+}
+
+// bounded cuts s to at most n bytes on a rune boundary, as a copy when cut:
+// a substring would keep the decoded string, whole, alive in the cache.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.Clone(informers.CutUTF8(s, n))
+}
+
+// deleting reports whether u has a deletionTimestamp, without parsing it
+// (GetDeletionTimestamp allocates on every update).
+func deleting(u *unstructured.Unstructured) bool {
+	m, _ := u.Object["metadata"].(map[string]any)
+	ts, _ := m["deletionTimestamp"].(string)
+	return ts != ""
 }
 
 // find returns the single value at path in data.
@@ -358,12 +413,25 @@ func contains(list []string, s string) bool {
 }
 
 // Custom returns the tracker record of a custom resource of kind (its
-// <Kind>.<group> label), judged by conv.
+// <Kind>.<group> label), judged by conv (docs/resources.md, "The
+// convention"):
+//
+//   - observed: the newest of the status fields that hold an observed
+//     generation and of the kept conditions' own observedGeneration. Flux
+//     writes status.observedGeneration only on success while every
+//     condition carries the new generation, so a failing change is
+//     observed, and not ready.
+//   - ready: every readiness condition True (for this generation, when it
+//     says which), or every readiness expression holding; and, as kstatus
+//     reads them, neither Reconciling=True (in progress) nor Stalled=True
+//     (failed), whatever Ready says.
+//   - the reason it is not ready, most specific first: stalled, a
+//     readiness condition False, reconciling, Unknown, missing.
 func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Workload {
 	w := tracker.Workload{
 		Kind: kind, UID: string(o.UID), Namespace: o.Namespace, Name: o.Name,
 		Generation: o.Generation, Created: o.Created, SpecWritten: o.SpecWrite,
-		Custom: &tracker.Custom{},
+		Custom: &tracker.Custom{Terminating: o.Terminating},
 	}
 	if o.StatusUnix != 0 {
 		w.StatusWritten = time.Unix(o.StatusUnix, 0).UTC()
@@ -372,51 +440,51 @@ func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Worklo
 	switch {
 	case !o.HasStatus:
 		// An empty status: nothing observed yet.
-	case o.HasObserved:
-		w.ObservedGeneration = o.ObservedGeneration
-	case o.DecodeError == "" && o.FirstConditionObserved > 0:
-		w.ObservedGeneration = o.FirstConditionObserved
+	case o.HasObserved || o.ConditionsObserved > 0:
+		w.ObservedGeneration = max(o.ObservedGeneration, o.ConditionsObserved)
 	default:
 		f.ObservedUnknown = true
 	}
-	byType := map[string]*CustomCondition{}
-	for i := range o.Conditions {
-		byType[o.Conditions[i].Type] = &o.Conditions[i]
-	}
 	var isFalse, unknown, missing bool
 	if len(o.Ready) > 0 {
-		f.Ready = true
-		for _, ok := range o.Ready {
-			f.Ready = f.Ready && ok
-		}
+		f.Ready = !slices.Contains(o.Ready, false)
+		missing = o.ReadyAbsent
 	} else {
 		f.Ready = len(conv.Conditions) > 0
 		for _, t := range conv.Conditions {
-			c := byType[t]
+			c := o.condition(t)
+			// True for an older generation says nothing of this one.
+			stale := c != nil && c.ObservedGeneration > 0 && c.ObservedGeneration < o.Generation
 			switch {
 			case c == nil:
 				missing = true
 			case c.Status == "False":
 				isFalse = true
-			case c.Status != "True" || (c.ObservedGeneration > 0 && c.ObservedGeneration < o.Generation):
-				// True for an older generation says nothing of this one.
+			case c.Status != "True" || stale:
 				unknown = true
 			}
-			if c == nil || c.Status != "True" || (c.ObservedGeneration > 0 && c.ObservedGeneration < o.Generation) {
+			if c == nil || c.Status != "True" || stale {
 				f.Ready = false
 			} else if c.LastTransition.After(f.ReadySince) {
 				f.ReadySince = c.LastTransition
 			}
 		}
 	}
-	isTrue := func(t string) bool { c := byType[t]; return c != nil && c.Status == "True" }
+	stalled, reconciling := o.isTrue(ConditionStalled), o.isTrue(ConditionReconciling)
+	if stalled || reconciling {
+		f.Ready = false
+	}
+	// Ready=False outranks Reconciling=True: Flux keeps Reconciling=True
+	// (reason ProgressingWithRetry) while it retries a failed change
+	// (kustomize-controller finalizeStatus, source-controller
+	// ComputeReconcileResult), and the failure is the news.
 	switch {
-	case isTrue(ConditionStalled):
+	case stalled:
 		f.Reason = tracker.ReasonStalled
-	case isTrue(ConditionReconciling):
-		f.Reason = tracker.ReasonReconciling
 	case isFalse:
 		f.Reason = tracker.ReasonConditionFalse
+	case reconciling:
+		f.Reason = tracker.ReasonReconciling
 	case unknown:
 		f.Reason = tracker.ReasonConditionUnknown
 	case missing:
@@ -425,15 +493,39 @@ func Custom(o *CustomObject, kind tracker.Kind, conv *Convention) tracker.Worklo
 	return w
 }
 
-// NotReadyCondition returns the first condition that explains why o is not
-// ready (a kstatus Stalled or Reconciling that is True, a readiness
-// condition that is not), for logs and timelines, never labels.
+// condition returns o's kept condition of type t, nil if absent.
+func (o *CustomObject) condition(t string) *CustomCondition {
+	for i := range o.Conditions {
+		if o.Conditions[i].Type == t {
+			return &o.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func (o *CustomObject) isTrue(t string) bool {
+	c := o.condition(t)
+	return c != nil && c.Status == "True"
+}
+
+// NotReadyCondition returns the condition that explains why o is not
+// ready, in the order of the stall reasons (Stalled=True, a readiness
+// condition False, Reconciling=True, a readiness condition not True), for
+// logs and timelines, never labels.
 func NotReadyCondition(o *CustomObject) (CustomCondition, bool) {
-	for _, c := range o.Conditions {
-		kstatus := c.Type == ConditionStalled || c.Type == ConditionReconciling
-		if kstatus == (c.Status == "True") {
-			return c, true
+	for _, pick := range []func(c *CustomCondition) bool{
+		func(c *CustomCondition) bool { return c.Type == ConditionStalled && c.Status == "True" },
+		func(c *CustomCondition) bool { return !kstatusCondition(c.Type) && c.Status == "False" },
+		func(c *CustomCondition) bool { return c.Type == ConditionReconciling && c.Status == "True" },
+		func(c *CustomCondition) bool { return !kstatusCondition(c.Type) && c.Status != "True" },
+	} {
+		for i := range o.Conditions {
+			if pick(&o.Conditions[i]) {
+				return o.Conditions[i], true
+			}
 		}
 	}
 	return CustomCondition{}, false
 }
+
+func kstatusCondition(t string) bool { return t == ConditionStalled || t == ConditionReconciling }

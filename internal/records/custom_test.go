@@ -1,11 +1,14 @@
 package records
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -79,8 +82,27 @@ func TestCustomRecords(t *testing.T) {
 			"conditions": []any{cond("Issuing", "True")}}), observed: 2, reason: tracker.ReasonConditionMissing},
 		{name: "Stalled wins over Reconciling and False", u: obj(2, map[string]any{"observedGeneration": int64(2),
 			"conditions": []any{cond("Reconciling", "True"), cond("Ready", "False"), cond("Stalled", "True")}}), observed: 2, reason: tracker.ReasonStalled},
-		{name: "Reconciling", u: obj(2, map[string]any{"observedGeneration": int64(2),
-			"conditions": []any{cond("Ready", "False"), cond("Reconciling", "True")}}), observed: 2, reason: tracker.ReasonReconciling},
+		{name: "Reconciling with Ready Unknown: in progress", u: obj(2, map[string]any{"observedGeneration": int64(2),
+			"conditions": []any{cond("Ready", "Unknown"), cond("Reconciling", "True")}}), observed: 2, reason: tracker.ReasonReconciling},
+		{name: "Ready False outranks Reconciling (Flux retrying a failure)", u: obj(2, map[string]any{"observedGeneration": int64(2),
+			"conditions": []any{cond("Ready", "False"), cond("Reconciling", "True")}}), observed: 2, reason: tracker.ReasonConditionFalse},
+		{name: "Reconciling=True is not ready, whatever Ready says", u: obj(2, map[string]any{"observedGeneration": int64(2),
+			"conditions": []any{cond("Ready", "True"), cond("Reconciling", "True")}}), observed: 2, reason: tracker.ReasonReconciling},
+		{name: "Stalled=True is not ready, whatever Ready says", u: obj(2, map[string]any{"observedGeneration": int64(2),
+			"conditions": []any{cond("Ready", "True"), cond("Stalled", "True")}}), observed: 2, reason: tracker.ReasonStalled},
+		{name: "conditions found by type: Issuing first with an older generation", u: obj(3, map[string]any{
+			"conditions": []any{cond("Issuing", "False", "observedGeneration", int64(2)), cond("Ready", "False", "observedGeneration", int64(3))}}),
+			observed: 3, reason: tracker.ReasonConditionFalse},
+		{name: "observed: the newest of status.observedGeneration and the conditions'", u: obj(5, map[string]any{"observedGeneration": int64(4),
+			"conditions": []any{cond("Reconciling", "True", "observedGeneration", int64(5)), cond("Ready", "False", "observedGeneration", int64(5))}}),
+			observed: 5, reason: tracker.ReasonConditionFalse},
+		{name: "observedGeneration greater than generation", u: obj(2, map[string]any{"observedGeneration": int64(9),
+			"conditions": []any{cond("Ready", "True", "observedGeneration", int64(9))}}), observed: 9, ready: true},
+		{name: "a preset's extra field: lastAttemptedGeneration", res: config.Resource{ObservedFields: []string{"observedGeneration", "lastAttemptedGeneration"}},
+			u:        obj(3, map[string]any{"observedGeneration": int64(2), "lastAttemptedGeneration": int64(3), "conditions": []any{cond("Ready", "Unknown")}}),
+			observed: 3, reason: tracker.ReasonConditionUnknown},
+		{name: "readiness expression path absent from the status", res: config.Resource{Ready: []string{"{.status.phase}=Ready"}}, u: obj(1, map[string]any{
+			"state": "Ready"}), unknown: true, reason: tracker.ReasonConditionMissing},
 		{name: "cert-manager: condition-level observedGeneration is the observed one", u: obj(3, map[string]any{
 			"conditions": []any{cond("Ready", "True", "observedGeneration", int64(3))}}), observed: 3, ready: true},
 		{name: "condition True for an older generation is not ready", u: obj(3, map[string]any{"observedGeneration": int64(3),
@@ -138,5 +160,52 @@ func TestConditionMessageCutOnRuneBoundary(t *testing.T) {
 	got := o.Conditions[0].Message
 	if !utf8.ValidString(got) || got != strings.Repeat("a", maxMessage-1) {
 		t.Errorf("message cut to %q (%d bytes), want the %d a's before the 2-byte é", got[len(got)-3:], len(got), maxMessage-1)
+	}
+}
+
+// A condition's reason is cut like its message: bounded, on a rune
+// boundary, and copied, so that the decoded string is not kept whole.
+func TestConditionReasonCut(t *testing.T) {
+	c := convention(t, config.Resource{})
+	reason := strings.Repeat("R", maxReason-1) + "é" + strings.Repeat("x", 10_000)
+	o := c.Compact(obj(1, map[string]any{"conditions": []any{cond("Ready", "False", "reason", reason)}}))
+	got := o.Conditions[0].Reason
+	if !utf8.ValidString(got) || got != strings.Repeat("R", maxReason-1) {
+		t.Errorf("reason cut to %d bytes, want the %d R's before the 2-byte é", len(got), maxReason-1)
+	}
+	if unsafe.StringData(got) == unsafe.StringData(reason) {
+		t.Error("the cut reason shares the decoded string's memory")
+	}
+}
+
+// A list of 200 conditions, the readiness one last and repeated, keeps one
+// condition per type read: found by type, the first of a type standing.
+func TestConditionsLongListKeepsOnePerType(t *testing.T) {
+	c := convention(t, config.Resource{})
+	var conds []any
+	for i := range 197 {
+		conds = append(conds, cond(fmt.Sprintf("Other%d", i), "False", "observedGeneration", int64(7)))
+	}
+	conds = append(conds, cond("Ready", "True", "observedGeneration", int64(3)), cond("Ready", "False", "observedGeneration", int64(3)),
+		cond("Reconciling", "True", "observedGeneration", int64(2)))
+	o := c.Compact(obj(3, map[string]any{"conditions": conds}))
+	if len(o.Conditions) != 2 {
+		t.Fatalf("kept %d conditions, want Ready and Reconciling: %+v", len(o.Conditions), o.Conditions)
+	}
+	w := Custom(o, "Certificate.cert-manager.io", c)
+	// Other* carry generation 7 but are not read: the observed generation
+	// is the readiness and kstatus conditions' newest, 3.
+	if w.ObservedGeneration != 3 || w.Custom.Ready || w.Custom.Reason != tracker.ReasonReconciling {
+		t.Errorf("observed %d ready %v reason %q, want 3 false reconciling", w.ObservedGeneration, w.Custom.Ready, w.Custom.Reason)
+	}
+}
+
+// A deletionTimestamp is kept: kstatus Terminating.
+func TestCustomTerminating(t *testing.T) {
+	c := convention(t, config.Resource{})
+	u := obj(2, map[string]any{"conditions": []any{cond("Ready", "True")}})
+	u.SetDeletionTimestamp(&metav1.Time{Time: time.Date(2026, 12, 1, 10, 0, 9, 0, time.UTC)})
+	if w := Custom(c.Compact(u), "Certificate.cert-manager.io", c); !w.Custom.Terminating {
+		t.Error("a deletionTimestamp is not Terminating")
 	}
 }

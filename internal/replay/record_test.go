@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -300,6 +301,51 @@ var scenarios = []scenario{{
 			return err
 		}
 		return sleep(ctx, time.Second)
+	},
+}, {
+	// An exporter started over healthy custom resources: phase-only
+	// Widgets (a ready: expression, no observedGeneration anywhere), each
+	// ready on its controller's status since before its last spec write,
+	// and a canary that is not. Replayed, the canary alone is a recovered
+	// episode, and stalls past its 1 s stallThreshold.
+	name: "custom-resource-restart",
+	config: `resources:
+  - group: example.com
+    resource: widgets
+    version: v1
+    ready: ['{.status.phase}=Running']
+    stallThreshold: 1s
+`,
+	before: func(ctx context.Context, e *env, ns string) error {
+		if err := e.widgetCRD(ctx); err != nil {
+			return err
+		}
+		widgets := e.d.Resource(widgetResource).Namespace(ns)
+		phases := map[string]string{"w1": "Running", "w2": "Running", "w3": "Running", "canary": "Pending"}
+		for _, name := range []string{"w1", "w2", "w3", "canary"} {
+			w := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "example.com/v1", "kind": "Widget",
+				"metadata": map[string]any{"name": name, "namespace": ns},
+				"spec":     map[string]any{"size": int64(1)},
+			}}
+			u, err := widgets.Create(ctx, w, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			u.Object["status"] = map[string]any{"phase": phases[name]}
+			if u, err = widgets.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "size")
+			if _, err := widgets.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	run: func(ctx context.Context, _ *env, r *replay.Recorder, _ string) error {
+		r.Note("started over 3 ready Widgets at generation 2 and a Pending canary; wait 2s")
+		return sleep(ctx, 2*time.Second)
 	},
 }, {
 	name: "warning-event-series",
@@ -794,7 +840,7 @@ func (e *env) widgetCRD(ctx context.Context) error {
 			}},
 		},
 	}}
-	if _, err := e.d.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := e.d.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return until(ctx, "widgets served", func() (bool, error) {

@@ -47,26 +47,102 @@ func TestCustomNewGenerationSupersedes(t *testing.T) {
 	}
 }
 
-// A status without any observedGeneration skips the observed stage; ready
-// then needs the conditions' lastTransitionTime at or after the write.
+// noOG is a record of a custom resource whose status holds no observed
+// generation at all (a phase-only operator judged by a ready: expression,
+// KEDA's ScaledObject): ready or not, readiness since readySince.
+func noOG(gen int64, ready bool, readySince time.Time) *Workload {
+	w := cert(gen, 0, ready, "")
+	w.Custom.ObservedUnknown = true
+	w.Custom.ReadySince = readySince
+	w.SpecWritten = t0 // generation 2 is written at t0, generation 1 two minutes before
+	if gen == 1 {
+		w.SpecWritten = t0.Add(-2 * time.Minute)
+	}
+	return &w
+}
+
+// Without an observed generation, the observed stage is skipped and a spec
+// write is judged by the readiness transition it causes, timed on receipt:
+// the injected truth is the receipt of each record.
 func TestCustomWithoutObservedGeneration(t *testing.T) {
-	stale := func(w Workload) *Workload {
-		w.Custom.ObservedUnknown = true
-		w.Custom.ReadySince = t0.Add(-time.Hour) // Ready since before the write
-		w.SpecWritten = t0
-		return &w
-	}
-	fresh := func(w Workload) *Workload {
-		w.Custom.ObservedUnknown = true
-		w.Custom.ReadySince = t0.Add(2 * time.Second)
-		return &w
-	}
-	run(t, newTracker(), []step{
-		{at: "0s", w: p(cert(1, 0, false, ""))},
-		// Ready, but since before the write: not this write's convergence.
-		{at: "1s", w: stale(cert(1, 0, true, ""))},
-		{at: "2s", w: fresh(cert(1, 0, true, "")), want: []string{"crossed ready >1", "reached ready 2s", "closed converged"}},
+	long := t0.Add(-240 * time.Hour) // Ready since long before every write
+	t.Run("create, then ready", func(t *testing.T) {
+		run(t, newTracker(), []step{
+			{at: "0s", w: p(cert(1, 0, false, ""))}, // created: empty status
+			{at: "300ms", w: noOG(1, false, time.Time{})},
+			{at: "2s", w: noOG(1, true, long), want: []string{"crossed ready >1", "reached ready 2s", "closed converged"}},
+		})
 	})
+	t.Run("ready at first sight is settled", func(t *testing.T) {
+		tr := newTracker()
+		// Ready stayed True through its last spec write: its
+		// lastTransitionTime is older than the write, which says nothing.
+		run(t, tr, []step{{at: "0s", w: noOG(7, true, long), initial: true}})
+		if open, st := tr.Open(), tr.Stalled(at("1h")); len(open) != 0 || len(st) != 0 {
+			t.Fatalf("open %+v, stalled %+v: want none", open, st)
+		}
+	})
+	t.Run("write, not ready, then ready: timed from the write's receipt", func(t *testing.T) {
+		run(t, newTracker(), []step{
+			{at: "-1m", w: noOG(1, true, long), initial: true},
+			{at: "0s", w: noOG(2, true, long)},         // the spec write: ready on its old status
+			{at: "800ms", w: noOG(2, true, long)},      // a status write that changes nothing judged
+			{at: "2s", w: noOG(2, false, time.Time{})}, // the controller took it up
+			{at: "4.5s", w: noOG(2, true, at("4s")), want: []string{"crossed ready >1", "reached ready 4.5s", "closed converged"}},
+		})
+	})
+	t.Run("a write that leaves it ready invents nothing", func(t *testing.T) {
+		tr := newTracker()
+		run(t, tr, []step{
+			{at: "-1m", w: noOG(1, true, long), initial: true},
+			{at: "0s", w: noOG(2, true, long)},
+			{at: "30s", w: noOG(2, true, long)},
+			{at: "10m", tick: true},
+		})
+		if open, st := tr.Open(), tr.Stalled(at("10m")); len(open) != 0 || len(st) != 0 {
+			t.Fatalf("open %+v, stalled %+v: want none", open, st)
+		}
+	})
+	t.Run("a write while not ready opens at once and stalls for real", func(t *testing.T) {
+		tr := newTracker()
+		run(t, tr, []step{
+			{at: "-1m", w: noOG(1, false, time.Time{}), initial: true, want: []string{"recovered"}},
+			{at: "-30s", w: noOG(1, true, at("-30s")), want: []string{"reached ready 1m30s", "closed converged"}},
+			{at: "-10s", w: noOG(1, false, time.Time{})},
+			{at: "0s", w: noOG(2, false, time.Time{})},
+			{at: "61s", tick: true, want: []string{"crossed ready >1", "crossed ready >5", "crossed ready >30", "stalled ready other"}},
+		})
+		if st := tr.Stalled(at("61s")); len(st) != 1 || st[0].Age != 61*time.Second {
+			t.Fatalf("stalled %+v, want one of 61s", st)
+		}
+	})
+	t.Run("not ready after a watch gap: recovered, never live", func(t *testing.T) {
+		run(t, newTracker(), []step{
+			{at: "-1m", w: noOG(1, true, long), initial: true},
+			{at: "0s", w: noOG(2, true, long)},
+			{at: "5s", w: noOG(2, false, time.Time{}), initial: true, want: []string{"recovered"}},
+			{at: "9s", w: noOG(2, true, at("8s")), want: []string{"reached ready 9s", "closed converged"}},
+		})
+	})
+}
+
+// A custom resource being deleted (a deletionTimestamp, which bumps its
+// generation) closes its episode as deleted and opens none: its
+// controller finalizes it, and waiting for it to converge would invent
+// a stall.
+func TestCustomTerminating(t *testing.T) {
+	tr := newTracker()
+	gone := func(w Workload) *Workload { w.Custom.Terminating = true; return &w }
+	run(t, tr, []step{
+		{at: "0s", w: p(cert(2, 1, false, ""))},
+		{at: "1s", w: p(cert(2, 2, false, ReasonReconciling)), want: []string{"reached observed 1s"}},
+		{at: "3s", w: gone(cert(3, 2, false, ReasonReconciling)), want: []string{"crossed ready >1", "closed deleted"}},
+		{at: "20m", w: gone(cert(3, 3, false, ReasonConditionFalse))},
+		{at: "21m", del: true},
+	})
+	if open, st := tr.Open(), tr.Stalled(at("20m")); len(open) != 0 || len(st) != 0 {
+		t.Fatalf("open %+v, stalled %+v: want none", open, st)
+	}
 }
 
 // Stall reasons: not_observed first; then the record's reason; Stalled=True

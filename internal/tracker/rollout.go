@@ -128,15 +128,26 @@ type RolloutTracker struct {
 }
 
 type object struct {
-	last Workload  // the last record seen
-	seen time.Time // when it was received
-	ep   *episode  // the open episode, nil when settled
+	last Workload // the last record seen
+	// seen is when it was received, in Unix nanoseconds: a time.Time
+	// takes 16 bytes more, and the object would not fit its 384-byte
+	// size class (BenchmarkTrackedMemory).
+	seen int64
+	ep   *episode // the open episode, nil when settled
 	// baseline is the pod template the object last converged on (or was
 	// settled on at first sight): a write is a template change when its
 	// template differs from it. Comparing with the previous generation
 	// instead would call the resume after pause -> set image a change of
 	// nothing, while it is when the new template rolls out. Empty: unknown.
 	baseline string
+	// pending: a live spec write of a custom resource that cannot be
+	// judged yet (Workload.unjudged), received at seen, which stays the
+	// write's receipt while pending. Its episode opens, from seen, when
+	// the object is first seen not ready: the controller took the write
+	// up. An object that stays ready gives no episode (nothing shows that
+	// its controller saw the write, nor that it did not): neither a
+	// near-zero duration nor a stall is invented.
+	pending bool
 }
 
 type episode struct {
@@ -182,6 +193,10 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 	var evs []Event
 	missed := listed || w.observedSeen()
 	o := t.objects[w.UID]
+	if w.Custom != nil && w.Custom.Terminating {
+		return stamp(t.terminating(o, &w, now), now)
+	}
+	keepSeen := o != nil && o.pending
 	switch {
 	case o == nil:
 		o = &object{}
@@ -201,6 +216,7 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation > o.last.Generation:
+		o.pending, keepSeen = false, false
 		if o.ep != nil && w.Custom == nil && w.TemplateHash == o.ep.template {
 			// Not a new revision (replicas, metadata, pause, strategy...):
 			// the rollout in flight goes on, judged on the newest spec.
@@ -220,6 +236,8 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			evs = t.close(evs, o, OutcomeSuperseded, now)
 		}
 		switch {
+		case !missed && w.unjudged() && o.ep == nil:
+			o.pending = true
 		case !missed:
 			o.ep = t.open(&w, change, now, since)
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
@@ -230,19 +248,58 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			// would invent near-zero durations.
 			o.baseline = w.TemplateHash
 		default:
-			o.ep = t.recover(&w, change, since, o.seen)
+			o.ep = t.recover(&w, change, since, o.seenAt())
 			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
 		}
 	case w.Generation < o.last.Generation:
 		return nil // an older copy (should not happen with one informer): ignore
+	case o.pending && !w.Custom.Ready:
+		// The transition the pending write waited for: timed from the
+		// write's receipt; after a watch gap, recovered.
+		o.pending, keepSeen = false, false
+		change := ChangeOther
+		if w.Generation == 1 {
+			change = ChangeCreate
+		}
+		o.ep = t.open(&w, change, o.seenAt(), time.Time{})
+		evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+		if listed {
+			o.ep.Recovered = true
+			evs = append(evs, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
+		}
 	}
-	o.last, o.seen = w, now
+	o.last = w
+	if !keepSeen {
+		o.seen = now.UnixNano()
+	}
 	if o.ep != nil {
 		t.inFlight[w.UID] = o
 		evs = t.advance(evs, o, now)
 	}
 	return stamp(evs, now)
 }
+
+// terminating takes the record of a custom resource being deleted (a
+// deletionTimestamp: kstatus Terminating): its open episode closes as
+// deleted, and none opens (setting a deletionTimestamp bumps the
+// generation, and the controller finalizes the object instead of
+// converging it).
+func (t *RolloutTracker) terminating(o *object, w *Workload, now time.Time) []Event {
+	if o == nil {
+		o = &object{}
+		t.objects[w.UID] = o
+	}
+	var evs []Event
+	if o.ep != nil {
+		evs = t.close(evs, o, OutcomeDeleted, now)
+	}
+	o.pending = false
+	o.last, o.seen = *w, now.UnixNano()
+	return evs
+}
+
+// seenAt is when o was last received (while pending: the pending write).
+func (o *object) seenAt() time.Time { return time.Unix(0, o.seen) }
 
 // Delete closes the open episode of uid, if any, and forgets the object.
 func (t *RolloutTracker) Delete(uid string, seen Seen) []Event {

@@ -118,19 +118,20 @@ const (
 // records from the configured convention (conditions or readiness
 // expressions). Nil for the built-in workload kinds.
 type Custom struct {
-	// ObservedUnknown: the object has a status but neither
-	// status.observedGeneration nor a condition's own observedGeneration
-	// (or the configured path did not decode). The observed stage is then
-	// skipped, and Ready counts only when ReadySince is at or after the
-	// write's API time: weaker, since both have one-second precision and a
-	// controller may not set lastTransitionTime on an unchanged status.
-	ObservedUnknown bool
 	// Ready: every readiness condition True (each with its own
-	// observedGeneration, when present, >= generation), or every readiness
-	// expression true.
-	Ready bool
+	// observedGeneration, when present, >= generation), neither
+	// Reconciling nor Stalled True; or every readiness expression true.
+	// Terminating: the object has a deletionTimestamp (kstatus
+	// Terminating); its controller finalizes it and will not converge it.
+	// (The bools sit together: apart, each took 8 bytes.)
+	Ready, Terminating bool
+	// ObservedUnknown: the object has a status but no observed generation
+	// anywhere (neither a status field nor a condition's own). The
+	// observed stage is then skipped, and a spec write is judged by the
+	// readiness transition it causes, timed on receipt (RolloutTracker.Observe).
+	ObservedUnknown bool
 	// ReadySince is the newest lastTransitionTime of the readiness
-	// conditions; read only with ObservedUnknown.
+	// conditions: the API-side time of the ready stage.
 	ReadySince time.Time
 	// Reason is why it is not ready, once observed: ReasonStalled,
 	// ReasonReconciling, ReasonConditionFalse, ReasonConditionUnknown,
@@ -225,12 +226,18 @@ func (w *Workload) skips(s Stage) bool {
 }
 
 // customReady reports whether a custom resource is converged on its spec.
+// Without an observed generation, readiness alone is what there is: the
+// tracker decides which readiness belongs to which write (Observe).
 func (w *Workload) customReady() bool {
-	c := w.Custom
-	if !w.observed() || !c.Ready {
-		return false
-	}
-	return !c.ObservedUnknown || !c.ReadySince.Before(w.apiStart())
+	return w.observed() && w.Custom.Ready
+}
+
+// unjudged reports whether a live spec write of w cannot be judged yet: no
+// observed generation says whether its controller saw it, and it is ready
+// on its previous status. Only a transition can tell: not ready, then
+// ready again.
+func (w *Workload) unjudged() bool {
+	return w.Custom != nil && w.Custom.ObservedUnknown && w.Custom.Ready
 }
 
 // reached reports whether the facts show stage reached. Ready facts describe
