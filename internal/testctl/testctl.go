@@ -281,7 +281,9 @@ func (c *Controller) FailTimes(name string, n int) { c.command(name, func(f *fau
 
 // Hold makes the next sync of name hold its worker for d before it
 // succeeds (a health check, a helm --wait).
-func (c *Controller) Hold(name string, d time.Duration) { c.command(name, func(f *fault) { f.hold = d }) }
+func (c *Controller) Hold(name string, d time.Duration) {
+	c.command(name, func(f *fault) { f.hold = d })
+}
 
 // Heal clears every fault of name; its next sync succeeds.
 func (c *Controller) Heal(name string) { c.command(name, func(f *fault) { *f = fault{} }) }

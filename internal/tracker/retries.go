@@ -350,9 +350,11 @@ func (t *RetryTracker) Observe(w Warning, seen Seen) RetryResult {
 	// Several occurrences in one write were batched by the recorder: their
 	// individual gaps are unknown, and none is observed. The last of them
 	// happened at the Event's own last-occurrence time, when it is before
-	// the receipt (an events.k8s.io refresh writes a series long after).
+	// the receipt (an events.k8s.io refresh or finish writes a series long
+	// after; seen: a third occurrence written 12 minutes later by
+	// finishSeries, collectors/retries/testdata/recorders.jsonl).
 	last := at
-	if added > 1 && !w.LastSeen.IsZero() && w.LastSeen.Before(at) && w.LastSeen.After(st.last) {
+	if (added > 1 || finished(w, at)) && !w.LastSeen.IsZero() && w.LastSeen.Before(at) && w.LastSeen.After(st.last) {
 		last = w.LastSeen
 	}
 	if st.since.IsZero() || last.After(st.until) {
