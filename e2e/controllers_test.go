@@ -443,11 +443,7 @@ and on (job, name) sum by (job, name) (rate(workqueue_retries_total[5m])) > 0.1`
 
 func createManaged(ctx context.Context, t *testing.T, ns, name, controller string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{testctl.ManagedLabel: controller}},
-		Data:       map[string]string{"v": "0"},
-	}
-	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, testctl.ConfigMap(ns, name, controller), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

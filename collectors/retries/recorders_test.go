@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	eventsv1 "k8s.io/api/events/v1"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"

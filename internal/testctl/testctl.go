@@ -69,6 +69,15 @@ const (
 	ManagedLabel = "testctl.kube-convergence.io/controller"
 )
 
+// ConfigMap returns a ConfigMap for the controller named controller to
+// reconcile (labelled ManagedLabel=controller), with one data key.
+func ConfigMap(namespace, name, controller string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{ManagedLabel: controller}},
+		Data:       map[string]string{"v": "0"},
+	}
+}
+
 // Options configures Start.
 type Options struct {
 	// Name is the queue name (workqueue_*{name}), the Events' reporting

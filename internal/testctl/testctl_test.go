@@ -45,11 +45,7 @@ func createNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface, 
 
 func createConfigMap(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name, controller string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{testctl.ManagedLabel: controller}},
-		Data:       map[string]string{"k": "v"},
-	}
-	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, testctl.ConfigMap(ns, name, controller), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
