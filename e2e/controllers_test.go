@@ -377,8 +377,15 @@ func TestControllerAlertsOnTheSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(m) > 0 {
-				t.Errorf("%s true on a healthy cluster: %v", name, m)
+			for _, s := range m {
+				// In the whole e2e run, an object another test left failing
+				// is no part of this healthy churn: only Warning Events of
+				// this namespace count against it.
+				if name == "ControllerRetrying" && !warnedHere(ctx, t, ns, s.Metric) {
+					t.Logf("%s true for %s, whose Warning Events are outside %s: not this test's churn", name, s.Metric, ns)
+					continue
+				}
+				t.Errorf("%s true on a healthy cluster: %s (%d of the range's steps)", name, s.Metric, len(s.Values))
 			}
 		}
 		// The old rule, for the record: retries per add over 0.5 and over
@@ -439,6 +446,22 @@ and on (job, name) sum by (job, name) (rate(workqueue_retries_total[5m])) > 0.1`
 		}
 		t.Logf("WorkqueueStuck (threshold %s) true: %v", stuckAfter, v)
 	})
+}
+
+// warnedHere says whether a Warning Event of ns matches the controller and
+// reason of a ControllerRetrying series.
+func warnedHere(ctx context.Context, t *testing.T, ns string, m model.Metric) bool {
+	t.Helper()
+	evs, err := client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning,reason=" + string(m["reason"])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.ReportingController == string(m["controller"]) || e.DeprecatedSource.Component == string(m["controller"]) {
+			return true
+		}
+	}
+	return false
 }
 
 func createManaged(ctx context.Context, t *testing.T, ns, name, controller string) {
