@@ -214,8 +214,8 @@ func TestRecordKCMWorkqueueSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	kcmWarnings := 0
-	for _, e := range warnings.Items {
-		if e.DeprecatedSource.Component != ctl.Name() && e.ReportingController != ctl.Name() {
+	for i := range warnings.Items {
+		if e := &warnings.Items[i]; e.DeprecatedSource.Component != ctl.Name() && e.ReportingController != ctl.Name() {
 			kcmWarnings++
 		}
 	}
@@ -509,7 +509,8 @@ func warnedHere(ctx context.Context, t *testing.T, ns string, m model.Metric) bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range evs.Items {
+	for i := range evs.Items {
+		e := &evs.Items[i]
 		if e.ReportingController == string(m["controller"]) || e.DeprecatedSource.Component == string(m["controller"]) {
 			return true
 		}
