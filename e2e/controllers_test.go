@@ -258,7 +258,11 @@ func TestRecordKCMWorkqueueSample(t *testing.T) {
 	fmt.Fprintf(&tc, "# (%d failures, the last %s after the first), ConfigMap healthy synced once.\n",
 		st.Failures, st.LastFailure.Sub(st.FirstFailure).Round(time.Millisecond))
 	fmt.Fprintf(&tc, "# Recorded by KCE_RECORD=kcm go test -run TestRecordKCMWorkqueueSample ./e2e/ (histogram buckets left out).\n")
-	sc = bufio.NewScanner(strings.NewReader(scrapeText(context.Background(), t, "http://"+ctl.MetricsAddr()+"/metrics")))
+	text, err := ctl.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc = bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.Contains(line, "workqueue_") && !strings.Contains(line, "_bucket{") {
@@ -268,25 +272,6 @@ func TestRecordKCMWorkqueueSample(t *testing.T) {
 	if err := os.WriteFile(filepath.Join("..", "rules", "testdata", "testctl-workqueue.prom"), []byte(tc.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// scrapeText GETs url and returns the body.
-func scrapeText(ctx context.Context, t *testing.T, url string) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // controllerRules writes the bundled controller rules into dir with the

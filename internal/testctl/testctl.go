@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -257,6 +258,24 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (*Controller, error
 
 // MetricsAddr is the host:port of /metrics.
 func (c *Controller) MetricsAddr() string { return c.addr }
+
+// Metrics returns the controller's /metrics exposition, as a scrape reads it.
+func (c *Controller) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addr+"/metrics", nil)
+	if err != nil {
+		return "", fmt.Errorf("testctl: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("testctl: scrape: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("testctl: scrape: %w", err)
+	}
+	return string(b), nil
+}
 
 // Name is the queue name and reporting controller.
 func (c *Controller) Name() string { return c.o.Name }

@@ -3,8 +3,6 @@ package testctl_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -50,23 +48,14 @@ func createConfigMap(ctx context.Context, t *testing.T, c kubernetes.Interface, 
 	}
 }
 
-func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, c *testctl.Controller) map[string]*dto.MetricFamily {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	text, err := c.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +133,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 			if st := ctl.Stats(obj); st.Failures != 3 {
 				t.Errorf("stats %+v, want 3 failures", st)
 			}
-			mfs := scrape(t, ctl.MetricsAddr())
+			mfs := scrape(t, ctl)
 			if got := sample(mfs, "workqueue_retries_total", name); got != 3 {
 				t.Errorf("workqueue_retries_total = %v, want 3 (the failures)", got)
 			}
@@ -179,11 +168,11 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 
 			ctl.Hold(obj, 3*time.Second)
 			eventually(t, 10*time.Second, "a held worker", func() (bool, string) {
-				v := sample(scrape(t, ctl.MetricsAddr()), "workqueue_longest_running_processor_seconds", name)
+				v := sample(scrape(t, ctl), "workqueue_longest_running_processor_seconds", name)
 				return v >= 1, fmt.Sprint(v)
 			})
 			eventually(t, 10*time.Second, "released", func() (bool, string) {
-				v := sample(scrape(t, ctl.MetricsAddr()), "workqueue_longest_running_processor_seconds", name)
+				v := sample(scrape(t, ctl), "workqueue_longest_running_processor_seconds", name)
 				return v == 0, fmt.Sprint(v)
 			})
 			if st := ctl.Stats(obj); st.Held != 1 || st.Failures != 3 {
