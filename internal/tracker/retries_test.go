@@ -516,3 +516,42 @@ func TestRetryLabelFold(t *testing.T) {
 		t.Errorf("known UID re-keyed to %q", k.Reason)
 	}
 }
+
+// A controller recording 1,000 occurrences per second on one object, as
+// client-go's recorders write them: legacy, 25 writes of +1 then one write
+// carrying the other 975 after the spam filter's refill; events.k8s.io,
+// count 2 then one refresh with the rest. Every occurrence is counted, one
+// object and one spam bucket are held, no gap of the batch is timed.
+func TestRetrySpammingRecorder(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 20 * time.Minute, MaxReasons: 100})
+	at := r0
+	for n := int32(1); n <= 25; n++ {
+		tr.Observe(quota("e1", n), LiveAt(at))
+		at = at.Add(time.Millisecond)
+	}
+	tr.Observe(quota("e1", 1000), LiveAt(r0.Add(LegacySpamRefill)))
+	s := sched("s1", 1)
+	tr.Observe(s, LiveAt(r0))
+	s.Count, s.LastSeen = 2, r0.Add(time.Millisecond)
+	tr.Observe(s, LiveAt(r0.Add(time.Millisecond)))
+	s.Count, s.LastSeen = 1000, r0.Add(30*time.Minute-time.Millisecond)
+	tr.Observe(s, LiveAt(r0.Add(30*time.Minute)))
+	for k, want := range map[RetryKey]uint64{
+		{"replicaset-controller", "FailedCreate", "ReplicaSet"}: 1000,
+		{"default-scheduler", "FailedScheduling", "Pod"}:        1000,
+	} {
+		if got := tr.Counts()[k]; got != want {
+			t.Errorf("%v: counted %d, want %d", k, got, want)
+		}
+	}
+	if events, objects := tr.Tracked(); events != 2 || objects != 2 || len(tr.buckets) != 1 {
+		t.Errorf("held %d Events, %d objects, %d buckets; want 2, 2, 1", events, objects, len(tr.buckets))
+	}
+	var timed uint64
+	for _, h := range tr.Intervals() {
+		timed += h.Count
+	}
+	if timed != 25 { // 24 legacy gaps of the burst, the series' count 2
+		t.Errorf("gaps timed %d, want 25", timed)
+	}
+}
