@@ -29,21 +29,21 @@ func controllers(*bundled) (*board, error) {
 		perMinuteUnit,
 		series(perMinute(fmt.Sprintf(`sum by (controller, reason) (rate(kube_convergence_controller_retries_total{%s}[$__rate_interval]))`, csel)), "{{controller}} {{reason}}"))
 	failing := timeseriesPanel("Objects failing now",
-		"Objects whose last Warning occurrence is younger than retries.failingWindow (default 10m), per controller, reason and kind. Objects the legacy "+
-			"recorder throttles stay in (the window is longer than its 5-minute refill). Empty until a controller records a Warning.",
+		"Objects whose last Warning occurrence is younger than retries.failingWindow (default 20m, longer than client-go's 1000 s maximum back-off), "+
+			"35m after an open events.k8s.io series' write, per controller, reason and kind. Empty until a controller records a Warning.",
 		units.Short,
 		series(fmt.Sprintf(`sum by (controller, reason, kind) (kube_convergence_controller_failing_objects{%s})`, csel), "{{controller}} {{reason}} {{kind}}"))
 	brd.line(8, span(12, retries), span(12, failing))
 	interval := timeseriesPanel("Gap between occurrences on one object",
 		"Median and p90 of the gap between consecutive live occurrences on the same object and reason: growing gaps are a controller backing off, "+
-			"flat short ones a hot loop. Gaps of 300 s or more on legacy-recorder events are left out (the recorder's spam filter, not the controller). "+
+			"flat short ones a hot loop. Gaps the recorder may have timed are left out (a legacy object's drained spam bucket, an events.k8s.io series after count 2). "+
 			"Empty until an object has two live occurrences.",
 		units.Seconds,
 		series(fmt.Sprintf(`histogram_quantile(0.5, sum by (le, controller) (rate(kube_convergence_controller_retry_interval_seconds_bucket{%s}[$__rate_interval])))`, csel), "p50 {{controller}}"),
 		series(fmt.Sprintf(`histogram_quantile(0.9, sum by (le, controller) (rate(kube_convergence_controller_retry_interval_seconds_bucket{%s}[$__rate_interval])))`, csel), "p90 {{controller}}"))
 	limited := timeseriesPanel("Gaps left out as recorder-limited, per hour",
-		"Gaps of 300 s or more between occurrences of a legacy-recorder Warning: the recorder admits one event per object and source every 5 minutes "+
-			"after a burst of 25, so these say nothing about back-off. Empty when no object was throttled.",
+		"Gaps the recorder may have timed: after a legacy object's spam bucket drained (25 events, then one per 5 minutes) with several Events on it, "+
+			"and events.k8s.io series writes after count 2. They say nothing about back-off. Empty when no object was throttled.",
 		"suffix:/h",
 		series(fmt.Sprintf(`sum by (controller, kind) (rate(kube_convergence_controller_retry_intervals_recorder_limited_total{%s}[$__rate_interval])) * 3600`, csel), "{{controller}} {{kind}}"))
 	brd.line(8, span(12, interval), span(12, limited))
@@ -73,8 +73,8 @@ func controllers(*bundled) (*board, error) {
 	brd.row("Controller workqueues (scraped from the controllers)")
 	ratio := timeseriesPanel("Retries per add",
 		"Items re-queued per item added, per controller job and queue (rules/kube-convergence-controllers.rules.yml). Each retry adds the item again, so the ratio "+
-			"stays below 1 and approaches it when items keep failing; above 0.5 retries outnumber fresh adds (KubeConvergenceControllerRetrying). Retries include planned requeues "+
-			"(controller-runtime's RequeueAfter), not resyncs. Empty unless Prometheus scrapes the controllers' /metrics (kube-controller-manager, operators).",
+			"approaches 1 when items keep failing, but every AddAfter is a retry too: kube-controller-manager's job, cronjob and endpoint_slice queues sit at 1 or above "+
+			"on a healthy cluster, so no alert reads it. Empty unless Prometheus scrapes the controllers' /metrics (kube-controller-manager, operators).",
 		units.Short,
 		series(fmt.Sprintf(`job_name:workqueue_retries_per_add:ratio_rate5m{%s}`, sel), "{{job}} {{name}}"))
 	wait := timeseriesPanel("Queue wait p99",
@@ -85,7 +85,7 @@ func controllers(*bundled) (*board, error) {
 	brd.line(8, span(12, ratio), span(12, wait))
 	longest := timeseriesPanel("Longest-running item and unfinished work",
 		"Age of the item a worker has held longest, and the summed age of all items in progress, per queue: a line that only grows is a stuck worker "+
-			"(KubeConvergenceWorkqueueStuck at 600 s). Empty unless Prometheus scrapes the controllers' /metrics.",
+			"(KubeConvergenceWorkqueueStuck past its queue's threshold, 600 s by default). Empty unless Prometheus scrapes the controllers' /metrics.",
 		units.Seconds,
 		series(fmt.Sprintf(`job_name:workqueue_longest_running_processor_seconds:max{%s}`, sel), "longest {{job}} {{name}}"),
 		series(fmt.Sprintf(`job_name:workqueue_unfinished_work_seconds:max{%s}`, sel), "unfinished {{job}} {{name}}"))

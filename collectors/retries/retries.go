@@ -49,7 +49,12 @@ var (
 	}
 	failingObjects = metric.Family{
 		Name: "kube_convergence_controller_failing_objects", Type: metric.Gauge,
-		Help:   "Objects whose last Warning Event occurrence, per controller, reason and kind, is younger than retries.failingWindow.",
+		Help:   "Objects failing now: last Warning occurrence younger than retries.failingWindow (35m after an open events.k8s.io series' write).",
+		Labels: []string{"controller", "reason", "kind"},
+	}
+	longestFailing = metric.Family{
+		Name: "kube_convergence_controller_longest_failing_seconds", Type: metric.Gauge,
+		Help:   "Among the objects failing now, the longest run of Warning occurrences on one object, from its first occurrence to its last.",
 		Labels: []string{"controller", "reason", "kind"},
 	}
 	retryEventsTracked = metric.Family{
@@ -61,6 +66,7 @@ var (
 	intervalDesc = retryInterval.Desc()
 	limitedDesc  = retryIntervalsRecorderLimited.Desc()
 	failingDesc  = failingObjects.Desc()
+	longestDesc  = longestFailing.Desc()
 	trackedDesc  = retryEventsTracked.Desc()
 )
 
@@ -141,7 +147,7 @@ func (c *Collector) handlers() informers.Handlers[eventsv1.Event] {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{retriesDesc, intervalDesc, limitedDesc, failingDesc, trackedDesc} {
+	for _, d := range []*prometheus.Desc{retriesDesc, intervalDesc, limitedDesc, failingDesc, longestDesc, trackedDesc} {
 		ch <- d
 	}
 }
@@ -172,10 +178,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(limitedDesc, prometheus.CounterValue, float64(n),
 			created("limited", k.Controller, k.Kind), k.Controller, k.Kind)
 	}
-	failing := c.tr.Failing(c.now()) // releases idle label sets
+	failing := c.tr.FailingSince(c.now()) // releases idle label sets
+	counts := make(map[tracker.RetryKey]int, len(failing))
+	for k, f := range failing {
+		counts[k] = f.Objects
+	}
 	c.failing.Forget(func(k tracker.RetryKey) bool { return !c.tr.Known(k) })
-	for k, n := range c.failing.Counts(failing) {
+	// Both gauges share their label sets: 0 once a label set's objects
+	// recover, until it is released.
+	for k, n := range c.failing.Counts(counts) {
 		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, float64(n), k.Controller, k.Reason, k.Kind)
+		ch <- prometheus.MustNewConstMetric(longestDesc, prometheus.GaugeValue, failing[k].Longest.Seconds(), k.Controller, k.Reason, k.Kind)
 	}
 	events, _ := c.tr.Tracked()
 	ch <- prometheus.MustNewConstMetric(trackedDesc, prometheus.GaugeValue, float64(events))
@@ -184,5 +197,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // Families implements metric.Declared: every family is computed at scrape
 // time.
 func (c *Collector) Families() []metric.Family {
-	return []metric.Family{controllerRetries, retryInterval, retryIntervalsRecorderLimited, failingObjects, retryEventsTracked}
+	return []metric.Family{controllerRetries, retryInterval, retryIntervalsRecorderLimited, failingObjects, longestFailing, retryEventsTracked}
 }

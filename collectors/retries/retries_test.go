@@ -173,9 +173,12 @@ func TestCreatedTimestamps(t *testing.T) {
 		c.tr.Observe(tracker.Warning{UID: uid, Controller: "replicaset-controller", Reason: reason, Kind: "ReplicaSet",
 			Object: "rs", Count: count, Legacy: true}, tracker.LiveAt(at))
 	}
-	// Born before the first scrape, with 14 occurrences and an interval.
-	warn("a", "FailedCreate", 13, start.Add(time.Second))
-	warn("a", "FailedCreate", 14, start.Add(2*time.Second))
+	// Born before the first scrape, with 14 occurrences as client-go's
+	// legacy recorder writes them below its burst of 25: count 1, then +1
+	// per occurrence.
+	for n := int32(1); n <= 14; n++ {
+		warn("a", "FailedCreate", n, start.Add(time.Duration(n)*time.Second))
+	}
 	now = start.Add(30 * time.Second)
 	retries := map[string]string{"reason": "FailedCreate"}
 	if got := created("kube_convergence_controller_retries_total", retries); !got.Equal(start) {

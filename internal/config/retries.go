@@ -7,11 +7,14 @@ import (
 
 // Defaults of the retries and churn settings (docs/retries.md).
 const (
-	// DefaultFailingWindow is longer than the legacy event recorder's
-	// 5-minute refill (client-go tools/record events_cache.go: one event
-	// per object and source every 300 s after a burst of 25), so an object
-	// the recorder throttles does not flap in and out of failing.
-	DefaultFailingWindow = 10 * time.Minute
+	// DefaultFailingWindow is longer than the longest gap between two
+	// written occurrences of an object failing for good: client-go's
+	// default controller back-off caps at 1000 s
+	// (workqueue.DefaultTypedControllerRateLimiter), the legacy recorder's
+	// spam filter writes one occurrence per object and source every 300 s
+	// after a burst of 25 (tools/record events_cache.go). 20 minutes keeps
+	// such an object failing, and its failing run growing, between them.
+	DefaultFailingWindow = 20 * time.Minute
 	DefaultMaxReasons    = 100
 	DefaultChurnWindow   = 5 * time.Minute
 	DefaultHotWrites     = 60

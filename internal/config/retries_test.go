@@ -8,7 +8,7 @@ import (
 
 func TestRetriesChurnDefaults(t *testing.T) {
 	for name, c := range map[string]*Config{"Default": Default(), "empty file": mustParse(t, "")} {
-		if time.Duration(c.Retries.FailingWindow) != 10*time.Minute || c.Retries.MaxReasons != 100 {
+		if time.Duration(c.Retries.FailingWindow) != 20*time.Minute || c.Retries.MaxReasons != 100 {
 			t.Errorf("%s: retries %+v", name, c.Retries)
 		}
 		if time.Duration(c.Churn.Window) != 5*time.Minute || c.Churn.HotWrites != 60 || time.Duration(c.Churn.FlapWindow) != 10*time.Minute || c.Churn.MaxPairs != 50 ||
@@ -16,8 +16,8 @@ func TestRetriesChurnDefaults(t *testing.T) {
 			t.Errorf("%s: churn %+v", name, c.Churn)
 		}
 	}
-	c := mustParse(t, "retries: {failingWindow: 20m}\nchurn:\n  hotWrites: 30\n  window: 1m\n  exclude: []\n")
-	if time.Duration(c.Retries.FailingWindow) != 20*time.Minute || c.Retries.MaxReasons != 100 {
+	c := mustParse(t, "retries: {failingWindow: 30m}\nchurn:\n  hotWrites: 30\n  window: 1m\n  exclude: []\n")
+	if time.Duration(c.Retries.FailingWindow) != 30*time.Minute || c.Retries.MaxReasons != 100 {
 		t.Errorf("partial retries: %+v", c.Retries)
 	}
 	if c.Churn.HotWrites != 30 || time.Duration(c.Churn.Window) != time.Minute || c.Churn.MaxPairs != 50 || len(c.Churn.Exclude) != 0 || c.ChurnExcluded("nodes") {

@@ -31,20 +31,51 @@ const maxLabelBytes = 128
 // heartbeat.
 var RetryIntervalBuckets = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}
 
-// LegacyRecorderLimit: a gap of at least this long between two occurrences
-// of a legacy (core/v1 recorder) Event may be the recorder's spam filter
-// (25 events per object and source, then one per 5 minutes; client-go
-// tools/record events_cache.go defaultSpamBurst, defaultSpamQPS = 1/300).
-// Gaps are measured on the exporter's receipt of each write, which the
-// recorder's queue and the watch delay by a variable amount: 10 s below the
-// 300 s refill, so a refill received early is still the recorder's.
-const LegacyRecorderLimit = 290 * time.Second
+// The legacy recorder's spam filter (client-go tools/record events_cache.go,
+// EventSourceObjectSpamFilter): a token bucket per source and object
+// (getSpamKey: component, host, involved object, type; not the reason nor
+// the message) of defaultSpamBurst tokens refilled at defaultSpamQPS. An
+// occurrence finding the bucket empty is not written, but the correlator's
+// EventLogger has already counted it (eventObserve runs before the
+// filter), so the next written occurrence of that Event carries it in its
+// count. The aggregator (EventAggregator: 10 distinct messages of one
+// source, object, type and reason within 10 minutes) moves occurrences to
+// a "(combined from similar events)" Event of the same object and reason,
+// which the tracker times with the others; it drops nothing. So a gap
+// closed by a write that adds one occurrence is the controller's own
+// back-off, however long (the 5-minute refill included), unless the
+// filter may have skipped occurrences of another Event of the same source
+// and object in it: only when the bucket was empty after the gap's first
+// write and that object has had Events of several messages or reasons.
+// The tracker replays the bucket from the writes it receives.
+const (
+	LegacySpamBurst  = 25
+	LegacySpamRefill = 300 * time.Second
+	// legacyBucketSlack: receipt times differ from the recorder's clock by
+	// its queue and the watch delivery; a bucket within 10 s of refill of a
+	// token is taken as empty.
+	legacyBucketSlack = 10 * time.Second
+)
 
-// seriesRecorderCount: an events.k8s.io series (client-go tools/events)
-// writes occurrence 2 at once, then keeps counting in memory and writes the
-// series only on its 30-minute refresh (refreshTime) or when it finishes
-// after 6 idle minutes (finishTime): an increment from this count on is the
-// recorder's timing, not the controller's back-off.
+// The events.k8s.io recorder (client-go tools/events event_broadcaster.go)
+// writes an Event at its first occurrence, patches series.count 2 at the
+// second, then keeps counting in its cache and writes the series only from
+// refreshExistingEventSeries, every refreshTime (30 minutes), and from
+// finishSeries (every finishTime, 6 minutes) once lastObservedTime is older
+// than 6 minutes, after which the series is dropped and the next
+// occurrence is a new Event. So after a write of an open series (its
+// lastObservedTime within 6 minutes of the write), nothing may be written
+// for 30 minutes while the object keeps failing: it stays failing for
+// SeriesFailingWindow (30 minutes and a 5-minute margin for the recorder's
+// queue and the watch).
+const (
+	SeriesFinish        = 6 * time.Minute
+	SeriesFailingWindow = 35 * time.Minute
+)
+
+// seriesRecorderCount: an events.k8s.io series writes occurrence 2 at
+// once; an increment from this count on is the recorder's timing, not the
+// controller's back-off.
 const seriesRecorderCount = 2
 
 // RecreatedAfter: a new Event UID created this long after its series
@@ -92,8 +123,9 @@ type Warning struct {
 	// series (max(eventTime, deprecatedFirstTimestamp)); zero when unknown.
 	Created, Started time.Time
 	// LastSeen is the API-side time of the last occurrence
-	// (series.lastObservedTime, deprecatedLastTimestamp or eventTime), used
-	// only for Events delivered by a list cycle.
+	// (series.lastObservedTime, deprecatedLastTimestamp or eventTime): the
+	// last occurrence of an Event delivered by a list cycle, and whether a
+	// live write of an events.k8s.io series left it open.
 	LastSeen time.Time
 }
 
@@ -122,6 +154,31 @@ type objectKey struct {
 type objectState struct {
 	last     time.Time // last occurrence, live receipt or API time
 	lastLive time.Time // last live occurrence; zero after a gap
+	// until: the object is failing before this time (its last occurrence
+	// plus the window its recorder's cadence needs, failingUntil).
+	until time.Time
+	// since is the first occurrence of the current failing run: the run
+	// goes on while each occurrence comes before the previous one's until.
+	since time.Time
+}
+
+// bucketKey is the legacy spam filter's key as the tracker can see it:
+// the source (the controller label) and the object, across reasons.
+type bucketKey struct{ controller, object string }
+
+// spamBucket replays the legacy recorder's token bucket from the writes
+// received: tokens left right after the write at `at`, the Event UID of
+// that write, and whether several Events share the bucket.
+type spamBucket struct {
+	tokens float64
+	at     time.Time
+	uid    string
+	shared bool
+}
+
+// refill returns the tokens at t.
+func (b spamBucket) refill(t time.Time) float64 {
+	return min(float64(LegacySpamBurst), b.tokens+max(t.Sub(b.at), 0).Seconds()/LegacySpamRefill.Seconds())
 }
 
 // IntervalHistogram is a classic histogram over RetryIntervalBuckets:
@@ -139,6 +196,7 @@ type RetryTracker struct {
 	cfg       RetryConfig
 	events    map[string]retryEvent
 	objects   map[objectKey]objectState
+	buckets   map[bucketKey]spamBucket
 	counts    map[RetryKey]uint64
 	intervals map[IntervalKey]*IntervalHistogram
 	limited   map[IntervalKey]uint64
@@ -155,11 +213,12 @@ func NewRetryTracker(cfg RetryConfig) *RetryTracker {
 	if cfg.Retention == 0 {
 		cfg.Retention = time.Hour
 	}
-	cfg.Retention = max(cfg.Retention, cfg.FailingWindow)
+	cfg.Retention = max(cfg.Retention, cfg.FailingWindow, SeriesFailingWindow)
 	return &RetryTracker{
 		cfg:         cfg,
 		events:      map[string]retryEvent{},
 		objects:     map[objectKey]objectState{},
+		buckets:     map[bucketKey]spamBucket{},
 		counts:      map[RetryKey]uint64{},
 		intervals:   map[IntervalKey]*IntervalHistogram{},
 		limited:     map[IntervalKey]uint64{},
@@ -232,37 +291,107 @@ func (t *RetryTracker) Observe(w Warning, seen Seen) RetryResult {
 		return res
 	}
 	st := t.objects[ok]
+	bk := bucketKey{controller: key.Controller, object: w.Object}
 	if listed {
 		// Occurrences inside the gap are not counted; the next live one
-		// must not be timed across it.
+		// must not be timed across it, nor a failing run carried over it
+		// (a restart must not invent a long failure: the run restarts at
+		// the Event's last occurrence).
 		if w.LastSeen.After(st.last) {
 			st.last = w.LastSeen
 		}
 		st.lastLive = time.Time{}
+		if until := t.failingUntil(w, st.last, st.last); until.After(st.until) {
+			if !st.since.IsZero() && !st.last.After(st.until) {
+				st.until = until
+			} else {
+				st.since, st.until = st.last, until
+			}
+		}
 		t.objects[ok] = st
+		if w.Legacy {
+			// The bucket is unknown: as drained by the Event's count.
+			b, had := t.buckets[bk]
+			t.buckets[bk] = spamBucket{tokens: max(float64(LegacySpamBurst-int(count)), 0), at: st.last,
+				uid: w.UID, shared: had && (b.shared || b.uid != w.UID)}
+		}
 		return res
 	}
 	res.Occurrences = added
 	t.counts[key] += uint64(added)
 	// The gap since the previous live occurrence on the same object,
 	// reason and controller, when exactly one occurrence was added by a
-	// live write and a previous live one is known. A gap the recorder timed
-	// (at least LegacyRecorderLimit on a legacy Event, an events.k8s.io
-	// series written after count 2) is counted apart instead of observed.
+	// live write and a previous live one is known. A gap the recorder may
+	// have timed (a legacy Event whose spam bucket was empty after the
+	// previous write, an events.k8s.io series written after count 2) is
+	// counted apart instead of observed.
+	b, hadBucket := t.buckets[bk]
 	if added == 1 && !st.lastLive.IsZero() {
 		interval := max(at.Sub(st.lastLive), 0)
 		ik := IntervalKey{Controller: key.Controller, Kind: key.Kind}
-		if (w.Legacy && interval >= LegacyRecorderLimit) || (!w.Legacy && prev.count >= seriesRecorderCount) {
+		spamLimited := w.Legacy && hadBucket && (b.shared || b.uid != w.UID) &&
+			b.tokens < 1+legacyBucketSlack.Seconds()/LegacySpamRefill.Seconds()
+		if spamLimited || (!w.Legacy && prev.count >= seriesRecorderCount) {
 			t.limited[ik]++
 		} else {
 			t.observeInterval(ik, interval)
 		}
 	}
+	if w.Legacy {
+		// This write took a token (the skipped occurrences it carries took
+		// none).
+		tokens := float64(LegacySpamBurst)
+		if hadBucket {
+			tokens = b.refill(at)
+		}
+		t.buckets[bk] = spamBucket{tokens: max(tokens-1, 0), at: at, uid: w.UID,
+			shared: hadBucket && (b.shared || b.uid != w.UID)}
+	}
 	// Several occurrences in one write were batched by the recorder: their
-	// individual gaps are unknown, and none is observed.
-	st.last, st.lastLive = at, at
+	// individual gaps are unknown, and none is observed. The last of them
+	// happened at the Event's own last-occurrence time, when it is before
+	// the receipt (an events.k8s.io refresh or finish writes a series long
+	// after; seen: a third occurrence written 12 minutes later by
+	// finishSeries, collectors/retries/testdata/recorders.jsonl).
+	last := at
+	if (added > 1 || finished(w, at)) && !w.LastSeen.IsZero() && w.LastSeen.Before(at) && w.LastSeen.After(st.last) {
+		last = w.LastSeen
+	}
+	if st.since.IsZero() || last.After(st.until) {
+		st.since = last // a new failing run
+	}
+	if finished(w, at) {
+		// The recorder wrote a series that had no occurrence for
+		// SeriesFinish: its last occurrence ends the failing, whatever an
+		// earlier write of the series promised.
+		st.until = t.failingUntil(w, at, last)
+	} else {
+		st.until = maxTime(st.until, t.failingUntil(w, at, last))
+	}
+	st.last, st.lastLive = last, at
 	t.objects[ok] = st
 	return res
+}
+
+// failingUntil is when an object stops failing without a further write
+// of w, received at `at` with its last occurrence at last: the failing
+// window after the last occurrence, or, for an events.k8s.io series the
+// write left open (lastObservedTime within SeriesFinish of the write), the
+// recorder's refresh period after the write: it writes nothing before,
+// however often the object fails.
+func (t *RetryTracker) failingUntil(w Warning, at, last time.Time) time.Time {
+	until := last.Add(t.cfg.FailingWindow)
+	if !w.Legacy && w.Count >= seriesRecorderCount && !finished(w, at) {
+		until = maxTime(until, at.Add(SeriesFailingWindow))
+	}
+	return until
+}
+
+// finished says whether a write of an events.k8s.io series received at
+// `at` shows it ended: no occurrence for SeriesFinish before the write
+// (finishSeries writes the final count of such a series and drops it).
+func finished(w Warning, at time.Time) bool {
+	return !w.Legacy && w.Count >= seriesRecorderCount && !w.LastSeen.IsZero() && at.Sub(w.LastSeen) > SeriesFinish
 }
 
 // recreation says whether a new Event UID is an expired Event created again
@@ -302,20 +431,50 @@ func (t *RetryTracker) Intervals() map[IntervalKey]*IntervalHistogram { return t
 // recorder's doing (the tracker's own map).
 func (t *RetryTracker) RecorderLimited() map[IntervalKey]uint64 { return t.limited }
 
-// Failing returns the number of objects per label set whose last
-// occurrence is younger than the failing window at now, and forgets objects
-// whose last occurrence is older than the retention, then idle label sets
-// (release).
+// Failing returns, per label set, the number of objects failing at now
+// (FailingSince), and forgets objects whose last occurrence is older than
+// the retention, then idle label sets (release).
 func (t *RetryTracker) Failing(now time.Time) map[RetryKey]int {
 	out := map[RetryKey]int{}
+	for k, n := range t.FailingSince(now) {
+		out[k] = n.Objects
+	}
+	return out
+}
+
+// FailingObjects is what FailingSince reports per label set.
+type FailingObjects struct {
+	// Objects failing now: their last occurrence (or an open
+	// events.k8s.io series' last write) is recent enough for their
+	// recorder's cadence (failingUntil).
+	Objects int
+	// Longest is the longest failing run among them, from its first
+	// occurrence to its last: how long a controller has been failing on
+	// one object, as far as its Warning Events show.
+	Longest time.Duration
+}
+
+// FailingSince returns the failing objects per label set at now and
+// forgets objects whose last occurrence is older than the retention, then
+// idle label sets (release).
+func (t *RetryTracker) FailingSince(now time.Time) map[RetryKey]FailingObjects {
+	out := map[RetryKey]FailingObjects{}
 	for k, st := range t.objects {
-		age := now.Sub(st.last)
-		if age > t.cfg.Retention {
+		if now.Sub(st.last) > t.cfg.Retention && !now.Before(st.until) {
 			delete(t.objects, k)
 			continue
 		}
-		if age < t.cfg.FailingWindow {
-			out[k.key]++
+		if now.Before(st.until) {
+			f := out[k.key]
+			f.Objects++
+			f.Longest = max(f.Longest, st.last.Sub(st.since))
+			out[k.key] = f
+		}
+	}
+	for bk, b := range t.buckets {
+		// A bucket full again is the recorder's initial state.
+		if b.refill(now) >= float64(LegacySpamBurst) {
+			delete(t.buckets, bk)
 		}
 	}
 	t.release(now)
@@ -406,5 +565,6 @@ func (t *RetryTracker) Known(k RetryKey) bool {
 	return ok
 }
 
-// Tracked returns the number of Event UIDs and objects held.
+// Tracked returns the number of Event UIDs and objects held (spam
+// buckets are at most one per object and controller, and go when full).
 func (t *RetryTracker) Tracked() (events, objects int) { return len(t.events), len(t.objects) }

@@ -36,6 +36,17 @@ func recreated(w Warning, created, started time.Duration) Warning {
 	return w
 }
 
+// burst25 is what client-go tools/record writes for 25 occurrences one
+// second apart: 25 writes, count 1 to 25, draining the spam bucket; then
+// the steps after.
+func burst25(uid string, w func(string, int32) Warning, after []retryStep) []retryStep {
+	steps := []retryStep{{at: 0, w: w(uid, 1), occ: 1}}
+	for n := int32(2); n <= 25; n++ {
+		steps = append(steps, retryStep{at: time.Duration(n-1) * time.Second, w: w(uid, n), occ: 1, interval: time.Second})
+	}
+	return append(steps, after...)
+}
+
 func TestRetryTrackerTimelines(t *testing.T) {
 	s := time.Second
 	cases := []struct {
@@ -131,21 +142,44 @@ func TestRetryTrackerTimelines(t *testing.T) {
 		},
 		total: 5,
 	}, {
-		name: "legacy gap of 300 s or more is the recorder's spam filter: counted apart",
-		steps: []retryStep{
-			{at: 0, w: quota("e1", 25), occ: 25},
-			{at: 300 * s, w: quota("e1", 26), occ: 1, interval: 300 * s, limited: true},
-			{at: 310 * s, w: quota("e1", 27), occ: 1, interval: 10 * s},
-		},
+		// client-go tools/record writes every occurrence (+1) while the
+		// spam bucket (25, one token per 300 s) holds a token; an occurrence
+		// finding it empty is not written but counted in the Event's count
+		// by the correlator's EventLogger, so a +1 write after any gap on
+		// the object's only Event is the controller's own back-off (the
+		// sandbox's controller with a 320 s back-off: every gap +1).
+		name: "legacy +1 gap of 320 s after the burst of 25 is the controller's back-off: observed",
+		steps: burst25("e1", quota, []retryStep{
+			{at: 24*s + 320*s, w: quota("e1", 26), occ: 1, interval: 320 * s},
+			{at: 24*s + 640*s, w: quota("e1", 27), occ: 1, interval: 320 * s},
+		}),
 		total: 27,
 	}, {
-		name: "legacy gap of 295 s on receipt times is the spam filter's 300 s refill seen early: counted apart",
+		// The filter skipped occurrences: the next written one carries
+		// them (count +30): counted, not timed.
+		name: "legacy write after the spam filter skipped occurrences: counted in full, not timed",
+		steps: burst25("e1", quota, []retryStep{
+			{at: 24*s + 300*s, w: quota("e1", 55), occ: 30},
+		}),
+		total: 55,
+	}, {
+		// Two messages on one object and source share the spam bucket
+		// (getSpamKey has no reason nor message): after the burst drained it
+		// on e1, a +1 write of e2 300 s later may follow skipped
+		// occurrences of e1: counted apart. With a token left (burst not
+		// drained) the same gap is the controller's.
+		name: "legacy +1 gap of another Event after its bucket drained: recorder-limited",
+		steps: burst25("e1", quota, []retryStep{
+			{at: 24*s + 300*s, w: quota("e2", 1), occ: 1, interval: 300 * s, limited: true},
+		}),
+		total: 26,
+	}, {
+		name: "legacy +1 gap of another Event with tokens left: observed",
 		steps: []retryStep{
-			{at: 0, w: quota("e1", 25), occ: 25},
-			{at: 295 * s, w: quota("e1", 26), occ: 1, interval: 295 * s, limited: true},
-			{at: 575 * s, w: quota("e1", 27), occ: 1, interval: 280 * s},
+			{at: 0, w: quota("e1", 1), occ: 1},
+			{at: 300 * s, w: quota("e2", 1), occ: 1, interval: 300 * s},
 		},
-		total: 27,
+		total: 2,
 	}, {
 		// client-go tools/events: after series.count 2 the recorder writes
 		// the series only on its 30-minute refresh or when it finishes
@@ -281,6 +315,101 @@ func TestRetryFailingWindow(t *testing.T) {
 	}
 }
 
+// An events.k8s.io series (client-go tools/events) is written at count 2
+// and then only on the recorder's 30-minute refresh while the object keeps
+// failing: the object stays failing SeriesFailingWindow after the write
+// that left the series open; a write showing the series finished
+// (lastObservedTime 6 minutes or more before it) keeps it failing only the
+// failing window after that last occurrence. A singleton Event (count 1)
+// keeps the failing window.
+func TestRetryFailingAcrossTheSeriesCadence(t *testing.T) {
+	k := RetryKey{"default-scheduler", "FailedScheduling", "Pod"}
+	series := func(uid string, count int32, lastObserved time.Duration) Warning {
+		w := sched(uid, count)
+		w.LastSeen = r0.Add(lastObserved)
+		return w
+	}
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	tr.Observe(series("s1", 1, 0), LiveAt(r0))
+	tr.Observe(series("s1", 2, 10*time.Second), LiveAt(r0.Add(10*time.Second)))
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{{11 * time.Minute, 1}, {30 * time.Minute, 1}, {35*time.Minute + 10*time.Second - time.Nanosecond, 1}, {35*time.Minute + 10*time.Second, 0}} {
+		if got := tr.Failing(r0.Add(c.at))[k]; got != c.want {
+			t.Errorf("open series, +%v: failing %d, want %d", c.at, got, c.want)
+		}
+	}
+	// The refresh at 30 m carries 180 occurrences, the last a second
+	// before: open again, failing 35 m after it; the run spans 30 m.
+	tr.Observe(series("s1", 182, 30*time.Minute-time.Second), LiveAt(r0.Add(30*time.Minute)))
+	f := tr.FailingSince(r0.Add(64 * time.Minute))[k]
+	if f.Objects != 1 || f.Longest != 30*time.Minute-time.Second {
+		t.Errorf("after the refresh: %+v, want 1 object failing for 29m59s", f)
+	}
+	// A finish write (lastObservedTime 8 minutes before): failing 10 m
+	// after that occurrence only.
+	tr2 := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	tr2.Observe(series("s1", 1, 0), LiveAt(r0))
+	tr2.Observe(series("s1", 2, time.Second), LiveAt(r0.Add(time.Second)))
+	tr2.Observe(series("s1", 4, 4*time.Minute), LiveAt(r0.Add(12*time.Minute)))
+	if got := tr2.Failing(r0.Add(14*time.Minute - time.Nanosecond))[k]; got != 1 {
+		t.Errorf("finished series, 10m after its last occurrence: failing %d, want 1", got)
+	}
+	if got := tr2.Failing(r0.Add(14 * time.Minute))[k]; got != 0 {
+		t.Errorf("finished series: failing %d, want 0", got)
+	}
+	// A singleton: the failing window.
+	tr3 := NewRetryTracker(RetryConfig{FailingWindow: 10 * time.Minute, MaxReasons: 100})
+	tr3.Observe(series("s1", 1, 0), LiveAt(r0))
+	if got := tr3.Failing(r0.Add(10 * time.Minute))[k]; got != 0 {
+		t.Errorf("singleton after 10m: failing %d, want 0", got)
+	}
+}
+
+// A failing run lasts while each occurrence comes within the previous
+// one's failing window: client-go's default controller back-off (5 ms
+// doubling to 1000 s) spaces a failing-for-good object's occurrences by
+// up to 16m40s, inside a 20-minute window, so its run grows without end;
+// a transient failure's run ends with it, and the next failure starts a
+// new run. A listed Event (restart) starts a run at its last occurrence.
+func TestRetryFailingRuns(t *testing.T) {
+	k := RetryKey{"replicaset-controller", "FailedCreate", "ReplicaSet"}
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 20 * time.Minute, MaxReasons: 100})
+	at, gap := r0, 5*time.Millisecond
+	n := int32(1)
+	tr.Observe(quota("e1", n), LiveAt(at))
+	for at.Before(r0.Add(90 * time.Minute)) {
+		at = at.Add(gap)
+		n++
+		tr.Observe(quota("e1", n), LiveAt(at))
+		gap = min(2*gap, 1000*time.Second)
+	}
+	f := tr.FailingSince(at)[k]
+	if f.Objects != 1 || f.Longest != at.Sub(r0) {
+		t.Errorf("failing for good: %+v, want 1 object failing for %v", f, at.Sub(r0))
+	}
+	// Recovered: gone after the window; a later failure is a new run.
+	if f := tr.FailingSince(at.Add(20 * time.Minute))[k]; f.Objects != 0 {
+		t.Errorf("after the window: %+v", f)
+	}
+	later := at.Add(30 * time.Minute)
+	tr.Observe(quota("e1", n+1), LiveAt(later))
+	tr.Observe(quota("e1", n+2), LiveAt(later.Add(time.Minute)))
+	if f := tr.FailingSince(later.Add(time.Minute))[k]; f.Objects != 1 || f.Longest != time.Minute {
+		t.Errorf("new run: %+v, want 1 object failing for 1m", f)
+	}
+	// Restart: the run starts at the listed Event's last occurrence.
+	tr2 := NewRetryTracker(RetryConfig{FailingWindow: 20 * time.Minute, MaxReasons: 100})
+	w := quota("e1", 40)
+	w.LastSeen = r0.Add(-time.Minute)
+	tr2.Observe(w, ListedAt(r0))
+	tr2.Observe(quota("e1", 41), LiveAt(r0.Add(5*time.Minute)))
+	if f := tr2.FailingSince(r0.Add(5 * time.Minute))[k]; f.Objects != 1 || f.Longest != 6*time.Minute {
+		t.Errorf("after a restart: %+v, want failing for 6m (from the listed last occurrence)", f)
+	}
+}
+
 // Events without regarding (kind none) are counted, but are no object: two
 // such Events from unrelated sources 2 s apart are no retry interval, and no
 // failing object.
@@ -385,5 +514,44 @@ func TestRetryLabelFold(t *testing.T) {
 	w.Reason = "Changed"
 	if k := tr.Observe(w, LiveAt(r0.Add(time.Second))).Key; k.Reason != "A" {
 		t.Errorf("known UID re-keyed to %q", k.Reason)
+	}
+}
+
+// A controller recording 1,000 occurrences per second on one object, as
+// client-go's recorders write them: legacy, 25 writes of +1 then one write
+// carrying the other 975 after the spam filter's refill; events.k8s.io,
+// count 2 then one refresh with the rest. Every occurrence is counted, one
+// object and one spam bucket are held, no gap of the batch is timed.
+func TestRetrySpammingRecorder(t *testing.T) {
+	tr := NewRetryTracker(RetryConfig{FailingWindow: 20 * time.Minute, MaxReasons: 100})
+	at := r0
+	for n := int32(1); n <= 25; n++ {
+		tr.Observe(quota("e1", n), LiveAt(at))
+		at = at.Add(time.Millisecond)
+	}
+	tr.Observe(quota("e1", 1000), LiveAt(r0.Add(LegacySpamRefill)))
+	s := sched("s1", 1)
+	tr.Observe(s, LiveAt(r0))
+	s.Count, s.LastSeen = 2, r0.Add(time.Millisecond)
+	tr.Observe(s, LiveAt(r0.Add(time.Millisecond)))
+	s.Count, s.LastSeen = 1000, r0.Add(30*time.Minute-time.Millisecond)
+	tr.Observe(s, LiveAt(r0.Add(30*time.Minute)))
+	for k, want := range map[RetryKey]uint64{
+		{"replicaset-controller", "FailedCreate", "ReplicaSet"}: 1000,
+		{"default-scheduler", "FailedScheduling", "Pod"}:        1000,
+	} {
+		if got := tr.Counts()[k]; got != want {
+			t.Errorf("%v: counted %d, want %d", k, got, want)
+		}
+	}
+	if events, objects := tr.Tracked(); events != 2 || objects != 2 || len(tr.buckets) != 1 {
+		t.Errorf("held %d Events, %d objects, %d buckets; want 2, 2, 1", events, objects, len(tr.buckets))
+	}
+	var timed uint64
+	for _, h := range tr.Intervals() {
+		timed += h.Count
+	}
+	if timed != 25 { // 24 legacy gaps of the burst, the series' count 2
+		t.Errorf("gaps timed %d, want 25", timed)
 	}
 }
