@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e rules-test rules-mutation demo generate lint tools chromium clean
+.PHONY: all build test test-unit test-e2e rules-test rules-mutation soak demo generate lint tools chromium clean
 
 all: build
 
@@ -77,6 +77,15 @@ rules-test:
 ## empty table, much less with it; rules/mutation_test.go, docs/slo.md).
 rules-mutation:
 	KCE_MUTATION=1 $(GO) test -count=1 -timeout 90m -run TestEveryMutantOfTheSLORulesFailsATest ./rules/
+
+## soak: the calibration suite (e2e/calibration) with a 10-minute healthy
+## run instead of make test's 3 minutes, and the outages' alerts that need
+## ten minutes without progress (KubeConvergenceRolloutStuck) or 15 minutes
+## of failing (KubeConvergenceControllerRetrying); then the dedicated
+## controller and churn alert runs of e2e/: about 45 minutes on 2 cores.
+soak: tools build
+	KCE_SOAK=1 KCE_CALIBRATION_DURATION=10m $(GO) test -count=1 -p 1 -timeout 60m -v ./e2e/calibration/
+	KCE_SOAK=1 $(GO) test -count=1 -p 1 -timeout 30m -v -run 'TestControllerAlertsOnTheSandbox|TestChurnProgressIsNoHotLoop' ./e2e/
 
 demo: tools build
 	$(GO) build -o $(BIN)/kce-demo ./cmd/kce-demo

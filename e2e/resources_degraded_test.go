@@ -28,6 +28,7 @@ import (
 // and it joins again when its list succeeds (the webhook comes up). The
 // other tracked resource is not affected.
 func TestResourcesListFailureDegradesOneResource(t *testing.T) {
+	t.Parallel() // mostly waiting: on the API server's Retry-After and the timeout
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dyn, err := dynamic.NewForConfig(sb.AdminConfig())
@@ -87,7 +88,7 @@ func TestResourcesListFailureDegradesOneResource(t *testing.T) {
 	// cache cannot initialize, and client-go's REST client retries that
 	// ten times (about 35 s) before the reflector sees an error: the
 	// timeout leaves room for it.
-	const syncTimeout = 50 * time.Second
+	const syncTimeout = 60 * time.Second
 	cfg := writeConfig(t, "resources:\n  - {group: e2e.kce.io, resource: converts, version: v2}\n  - {group: e2e.kce.io, resource: steadies}\n")
 	started := time.Now()
 	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--config.file="+cfg, "--resources.sync-timeout="+syncTimeout.String())
@@ -116,7 +117,7 @@ func TestResourcesListFailureDegradesOneResource(t *testing.T) {
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz %d %v after start with converts failing, want 503 until the %v sync timeout:\n%s", code, detected.Round(time.Millisecond), syncTimeout, body)
 	}
-	for _, want := range []string{"resource converts.e2e.kce.io: list_failing, syncing (left out of readiness after the 50s sync timeout)", "conversion webhook", "resource steadies.e2e.kce.io: tracking, synced"} {
+	for _, want := range []string{"resource converts.e2e.kce.io: list_failing, syncing (left out of readiness after the 1m0s sync timeout)", "conversion webhook", "resource steadies.e2e.kce.io: tracking, synced"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/readyz body lacks %q:\n%s", want, body)
 		}
@@ -130,7 +131,7 @@ func TestResourcesListFailureDegradesOneResource(t *testing.T) {
 	if elapsed := time.Since(started); elapsed < syncTimeout {
 		t.Errorf("ready %v after start, before the %v sync timeout", elapsed.Round(time.Millisecond), syncTimeout)
 	}
-	if want := "resource converts.e2e.kce.io: list_failing (excluded from readiness after the 50s sync timeout"; !strings.Contains(body, want) {
+	if want := "resource converts.e2e.kce.io: list_failing (excluded from readiness after the 1m0s sync timeout"; !strings.Contains(body, want) {
 		t.Errorf("/readyz body lacks %q:\n%s", want, body)
 	}
 	if n := strings.Count(e.logs.String(), "state=list_failing"); n != 1 {
