@@ -477,6 +477,7 @@ func (cr *CustomResources) awaitSync(ctx context.Context, t *tracked, run *custo
 	t.prev = nil
 	held := prev.inf.GetStore().List()
 	cr.stop(prev)
+	t.logger.Info("custom resource: the new version's informer has synced, the old one stopped", "resource", t.cfg.name(), "from", prev.ci.Resource.Version, "to", t.version)
 	listed := map[types.UID]bool{}
 	for _, obj := range run.inf.GetStore().List() {
 		if id, ok := obj.(identity); ok {
