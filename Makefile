@@ -82,7 +82,7 @@ rules-mutation:
 ## run instead of make test's 3 minutes, and the outages' alerts that need
 ## ten minutes without progress (KubeConvergenceRolloutStuck) or 15 minutes
 ## of failing (KubeConvergenceControllerRetrying); then the dedicated
-## controller and churn alert runs of e2e/: about 45 minutes on 2 cores.
+## controller and churn alert runs of e2e/: about 50 minutes on 2 cores.
 soak: tools build
 	KCE_SOAK=1 KCE_CALIBRATION_DURATION=10m $(GO) test -count=1 -p 1 -timeout 60m -v ./e2e/calibration/
 	KCE_SOAK=1 $(GO) test -count=1 -p 1 -timeout 30m -v -run 'TestControllerAlertsOnTheSandbox|TestChurnProgressIsNoHotLoop' ./e2e/
