@@ -150,7 +150,12 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 			if rec == testctl.EventsRecorder {
 				want = 2 // tools/events writes the series at its second occurrence
 			}
-			eventually(t, 10*time.Second, "the Warning Event stored", func() (bool, string) {
+			// Up to 12.5 s more with tools/events: occurrences 1 and 2
+			// are written from separate goroutines, and when the
+			// series' PATCH loses the race to the first CREATE (NotFound,
+			// then AlreadyExists) the recorder retries after
+			// wait.Jitter(10s, 0.25) (event_broadcaster.go recordEvent).
+			eventually(t, 30*time.Second, "the Warning Event stored", func() (bool, string) {
 				evs, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning,regarding.name=" + obj})
 				if err != nil || len(evs.Items) != 1 {
 					return false, fmt.Sprintf("%v %v", err, evs)
