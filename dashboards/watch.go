@@ -37,7 +37,7 @@ func watchHealth(*bundled) (*board, error) {
 	brd.line(8, span(12, relists), span(12, restarts))
 
 	counts := tablePanel("Relists and watch ends over the time range",
-		"Exact counts over the whole time range, per resource and reason (relist reasons: initial, expired, error; watch end reasons: timeout, closed, "+
+		"Exact counts over the whole time range, per resource and reason (relist reasons: initial, expired, idle, error; watch end reasons: timeout, closed, "+
 			"error, expired). Never empty: every reason is exported at 0 from the start, so a row of zeros means nothing happened.",
 		map[string]string{"Value #A": "Relists", "Value #B": "Watch ends", "resource": "Resource", "reason": "Reason"}, nil,
 		tableQuery(fmt.Sprintf(`sum by (resource, reason) (increase(kube_convergence_watch_relists_total{%s}[$__range]))`, sel)),

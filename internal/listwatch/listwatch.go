@@ -38,6 +38,9 @@ var (
 //     sendInitialEvents=true, unless one is already open; opening it counts one
 //     relist with reason nextReason.
 //   - nextReason is set by how the last stream or list ended: 410 -> expired,
+//     or idle when it answered the resume right after a stream that ended
+//     at its timeout, before any event on the new stream (the previous
+//     stream was live until then: the relist re-reads nothing missed);
 //     any other error -> error, a clean end -> error too (a relist right after
 //     a clean end means the reflector saw a failure we did not, e.g.
 //     VeryShortWatchError: closed within 1 s with no events). It starts as
@@ -75,6 +78,9 @@ type listerWatcher struct {
 	// resource version, and the API server replays the writes of the gap as
 	// ordinary events (from its watch cache, or etcd): see watcher.backlog.
 	broken bool
+	// timedOut: the last stream ended at its timeout and no watch call
+	// has failed since, so a resume now follows a live stream at once.
+	timedOut bool
 }
 
 func (l *listerWatcher) IsWatchListSemanticsUnSupported() bool {
@@ -134,17 +140,22 @@ func (l *listerWatcher) watch(opts metav1.ListOptions, call func() (watch.Interf
 		// ListAndWatchWithContext).
 		l.mu.Lock()
 		l.nextReason = reasonOf(err)
+		if l.nextReason == reasonExpired && l.timedOut && !initial {
+			l.nextReason = reasonIdle
+		}
+		l.timedOut = false
 		l.mu.Unlock()
 		return w, err
 	}
 	l.mu.Lock()
 	resumed := l.broken && !initial
-	l.broken = false
+	afterTimeout := l.timedOut && !initial
+	l.broken, l.timedOut = false, false
 	l.mu.Unlock()
 	// The call returns once the stream is connected: client-go retries a
 	// failing watch request inside it (rest.Request.Watch, about 10 s), so
 	// writes made while it was retrying belong to the gap too.
-	return newWatcher(l, w, initial, resumed, start, l.now(), opts.TimeoutSeconds), nil
+	return newWatcher(l, w, initial, resumed, afterTimeout, start, l.now(), opts.TimeoutSeconds), nil
 }
 
 // startAttempt opens a cycle if none is open and starts a fresh attempt in it.
@@ -160,6 +171,7 @@ func (l *listerWatcher) startAttempt() {
 	// A new attempt re-reads everything: drop what a failed one collected.
 	l.next = make(map[types.UID]int64, len(l.seen))
 	l.broken = false // the list covers the gap
+	l.timedOut = false
 }
 
 func (l *listerWatcher) listFailed(page bool, err error) {

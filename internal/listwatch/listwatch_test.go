@@ -219,6 +219,12 @@ func (f *fixture) wantRelists(initial, expired, errored float64) {
 	f.wantCounter(f.m.relists, "relists", map[string]float64{reasonInitial: initial, reasonExpired: expired, reasonError: errored})
 }
 
+// wantIdle checks relists{idle}, which wantRelists leaves out.
+func (f *fixture) wantIdle(idle float64) {
+	f.t.Helper()
+	f.wantCounter(f.m.relists, "relists", map[string]float64{reasonIdle: idle})
+}
+
 func (f *fixture) wantRestarts(timeout, closed, errored, expired float64) {
 	f.t.Helper()
 	f.wantCounter(f.m.restarts, "restarts", map[string]float64{restartTimeout: timeout, restartClosed: closed, reasonError: errored, reasonExpired: expired})
@@ -360,6 +366,90 @@ func TestRelistExpiredFromWatchEvent(t *testing.T) {
 
 	f.wantRelists(1, 1, 0)
 	f.wantRestarts(0, 0, 0, 1)
+}
+
+// timedOut opens a resumed stream and lets the server close it at its
+// timeoutSeconds (300 s), a normal end.
+func (f *fixture) timedOut() {
+	f.t.Helper()
+	w, inner := f.stream(resume)
+	f.clk.Step(300 * time.Second)
+	inner.Stop()
+	waitClosed(f.t, w)
+	w.Stop()
+}
+
+// A watch that ended at its timeout is resumed at once from the last
+// version it saw. When the server no longer holds that version (an idle
+// field-selected watch of Events, which kube-apiserver serves from etcd,
+// outlives a compaction) the 410 comes first on the new stream, or as the
+// watch call's answer: the previous stream was live until a moment ago, so
+// the relist re-reads what the exporter already has. It is idle, not
+// expired: nothing was missed.
+func TestRelistIdleAfterTimeout(t *testing.T) {
+	t.Run("410 event first on the resumed stream", func(t *testing.T) {
+		f := newFixture(t)
+		f.sync(pod("a", t0))
+		f.timedOut()
+		w, _ := f.stream(resume, errorEvent(errGone))
+		recv(t, w, watch.Error)
+		w.Stop()
+		f.list(relist, nil, errGone)
+		f.list(quorum, podList("20", ""), nil)
+		f.wantRestarts(1, 0, 0, 1)
+		f.wantRelists(1, 0, 0)
+		f.wantIdle(1)
+	})
+	t.Run("410 answer to the watch call", func(t *testing.T) {
+		f := newFixture(t)
+		f.sync()
+		f.timedOut()
+		f.failWatch(resume, errGone)
+		f.list(relist, podList("20", ""), nil)
+		f.wantRelists(1, 0, 0)
+		f.wantIdle(1)
+	})
+	t.Run("410 after events on the resumed stream", func(t *testing.T) {
+		// The stream ran and then lost its place (a watcher too slow for
+		// the watch cache): events of the gap may be missing.
+		f := newFixture(t)
+		f.sync()
+		f.timedOut()
+		w, _ := f.stream(resume, added(pod("b", t0)), errorEvent(errGone))
+		recv(t, w, watch.Added)
+		recv(t, w, watch.Error)
+		w.Stop()
+		f.list(relist, podList("20", ""), nil)
+		f.wantRelists(1, 1, 0)
+		f.wantIdle(0)
+	})
+	t.Run("410 after an early close", func(t *testing.T) {
+		// A broken connection: the writes until the resume are a gap.
+		f := newFixture(t)
+		f.sync()
+		w, inner := f.stream(resume)
+		f.clk.Step(10 * time.Second)
+		inner.Stop()
+		waitClosed(t, w)
+		w.Stop()
+		f.failWatch(resume, errGone)
+		f.list(relist, podList("20", ""), nil)
+		f.wantRestarts(0, 1, 0, 0)
+		f.wantRelists(1, 1, 0)
+		f.wantIdle(0)
+	})
+	t.Run("410 after a failed watch call", func(t *testing.T) {
+		// Timed out, then the API server was unreachable for a while.
+		f := newFixture(t)
+		f.sync()
+		f.timedOut()
+		f.failWatch(resume, errInternal)
+		f.clk.Step(30 * time.Second)
+		f.failWatch(resume, errGone)
+		f.list(relist, podList("20", ""), nil)
+		f.wantRelists(1, 1, 0)
+		f.wantIdle(0)
+	})
 }
 
 func TestRelistExpiredFromWatchCall(t *testing.T) {
@@ -585,7 +675,7 @@ func TestWrapZeroInitialises(t *testing.T) {
 	NewMetrics(reg).Wrap("deployments.apps", &scriptedLW{})
 
 	for name, want := range map[string]int{
-		"kube_convergence_watch_relists_total":                 3,
+		"kube_convergence_watch_relists_total":                 4,
 		"kube_convergence_watch_restarts_total":                4,
 		"kube_convergence_watch_events_total":                  3,
 		"kube_convergence_watch_bookmarks_total":               1,

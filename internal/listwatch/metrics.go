@@ -25,13 +25,17 @@ const (
 	reasonInitial = "initial" // relist: first cycle of a wrapper
 	reasonExpired = "expired" // relist and restart: 410 Gone
 	reasonError   = "error"   // relist and restart: any other failure
+	// relist: 410 Gone on the resume right after a stream that ended at its
+	// timeout, before any event: the resource was quiet for longer than the
+	// server's history (Events, served from etcd), and nothing was missed.
+	reasonIdle = "idle"
 
 	restartTimeout = "timeout"
 	restartClosed  = "closed"
 )
 
 var (
-	relistReasons  = []string{reasonInitial, reasonExpired, reasonError}
+	relistReasons  = []string{reasonInitial, reasonExpired, reasonIdle, reasonError}
 	restartReasons = []string{restartTimeout, restartClosed, reasonError, reasonExpired}
 )
 

@@ -35,11 +35,16 @@ type watcher struct {
 	// backlog: the stream resumes after a broken one and may still be
 	// replaying the writes of the gap. Only run touches it; see replayed.
 	backlog bool
+	// afterTimeout: the stream resumes right after one that ended at its
+	// timeout; quiet: no event has arrived on it yet. A 410 while both hold
+	// makes the relist idle. Only run touches quiet.
+	afterTimeout bool
+	quiet        bool
 	// ended: the stream's end has been counted; guarded by l.mu.
 	ended bool
 }
 
-func newWatcher(l *listerWatcher, inner watch.Interface, initial, resumed bool, start, connected time.Time, timeoutSeconds *int64) *watcher {
+func newWatcher(l *listerWatcher, inner watch.Interface, initial, resumed, afterTimeout bool, start, connected time.Time, timeoutSeconds *int64) *watcher {
 	w := &watcher{
 		l:         l,
 		inner:     inner,
@@ -50,6 +55,9 @@ func newWatcher(l *listerWatcher, inner watch.Interface, initial, resumed bool, 
 		connected: connected,
 		initial:   initial,
 		backlog:   resumed,
+
+		afterTimeout: afterTimeout,
+		quiet:        true,
 	}
 	if timeoutSeconds != nil {
 		w.timeout = time.Duration(*timeoutSeconds) * time.Second
@@ -113,6 +121,12 @@ func (w *watcher) closed() {
 // may follow: expired after a 410, error after anything else (see
 // listerWatcher).
 func (w *watcher) end(reason string) {
+	w.endIdle(reason, false)
+}
+
+// endIdle is end with a relist that may follow counted idle rather than
+// expired (see listerWatcher).
+func (w *watcher) endIdle(reason string, idle bool) {
 	w.l.mu.Lock()
 	defer w.l.mu.Unlock()
 	if w.ended {
@@ -123,15 +137,21 @@ func (w *watcher) end(reason string) {
 	// A stream that ends at its timeout is resumed at once: no gap. Any
 	// other end leaves one until the reflector's next watch.
 	w.l.broken = reason != restartTimeout
-	if reason == reasonExpired {
+	w.l.timedOut = reason == restartTimeout
+	switch {
+	case reason == reasonExpired && idle:
+		w.l.nextReason = reasonIdle
+	case reason == reasonExpired:
 		w.l.nextReason = reasonExpired
-	} else {
+	default:
 		w.l.nextReason = reasonError
 	}
 }
 
 func (w *watcher) observe(ev watch.Event) {
 	m := w.l.m
+	quiet := w.quiet
+	w.quiet = false
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
 		now := w.l.now()
@@ -160,7 +180,7 @@ func (w *watcher) observe(ev watch.Event) {
 	case watch.Error:
 		// The reflector ends the stream on any ERROR event and stops it.
 		// Decode errors arrive as ERROR events too (StreamWatcher.receive).
-		w.end(reasonOf(apierrors.FromObject(ev.Object)))
+		w.endIdle(reasonOf(apierrors.FromObject(ev.Object)), quiet && w.afterTimeout)
 	}
 }
 
