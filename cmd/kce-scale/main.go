@@ -128,7 +128,7 @@ type progress struct {
 	ksmScraped      bool
 }
 
-func run() error {
+func run() (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg, err := configFromEnv()
@@ -152,6 +152,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w (the exporter's and kube-state-metrics' logs are in %s)", err, scratch)
+		}
+	}()
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		BinDir:                 cfg.binDir,
 		Stages:                 sandbox.StagesGeneral,
@@ -179,7 +184,7 @@ func run() error {
 	defer exp.stop()
 	defer ksm.stop()
 	if err != nil {
-		return fmt.Errorf("%w (logs in %s)", err, scratch)
+		return err
 	}
 	targets := []*target{exp}
 	if ksm != nil {
@@ -341,7 +346,7 @@ func run() error {
 	}
 	say("wrote %s", cfg.out)
 	if len(checks) > 0 {
-		return fmt.Errorf("%d checks failed (logs in %s): %s", len(checks), scratch, strings.Join(checks, "; "))
+		return fmt.Errorf("%d checks failed: %s", len(checks), strings.Join(checks, "; "))
 	}
 	_ = os.RemoveAll(scratch)
 	return nil
