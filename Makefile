@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e rules-test rules-mutation soak demo generate lint tools chromium clean
+.PHONY: all build test test-unit test-e2e rules-test rules-mutation soak scale demo generate lint tools chromium clean
 
 all: build
 
@@ -86,6 +86,16 @@ rules-mutation:
 soak: tools build
 	KCE_SOAK=1 KCE_CALIBRATION_DURATION=10m $(GO) test -count=1 -p 1 -timeout 60m -v ./e2e/calibration/
 	KCE_SOAK=1 $(GO) test -count=1 -p 1 -timeout 30m -v -run 'TestControllerAlertsOnTheSandbox|TestChurnProgressIsNoHotLoop' ./e2e/
+
+## scale: the scale run (docs/scale.md), not part of make test: SCALE_PODS
+## pods (default 20000) in SCALE_PODS/10 Deployments, converged, then a
+## template change of every Deployment; the exporter, and kube-state-metrics
+## beside it when KSM_BIN names a binary you built from its source (the
+## project never builds it). Prints a markdown table and writes it to
+## SCALE_OUT (default scale-result.md). 2,000 pods: about 10 minutes here.
+scale: tools build
+	$(GO) build -o $(BIN)/kce-scale ./cmd/kce-scale
+	$(BIN)/kce-scale
 
 demo: tools build
 	$(GO) build -o $(BIN)/kce-demo ./cmd/kce-demo

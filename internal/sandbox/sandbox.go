@@ -79,6 +79,10 @@ type Options struct {
 	// ControllerManagerFlags are appended to kube-controller-manager's
 	// command line, e.g. "--endpointslice-updates-batch-period=2s".
 	ControllerManagerFlags []string
+	// SchedulerFlags are appended to kube-scheduler's command line, e.g.
+	// "--kube-api-qps=3000" (its client's default of 50 QPS binds about
+	// 50 pods a second: a scale run of 20,000 pods needs more).
+	SchedulerFlags []string
 	// Users are extra token users without any group besides
 	// system:authenticated, so RBAC grants them nothing until a test binds
 	// a role. Names must be unique and must not be "admin".
@@ -489,6 +493,7 @@ func (s *Sandbox) launchSpec(c Component) (launchSpec, error) {
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(s.schedPort),
 		}
+		spec.args = append(spec.args, s.opts.SchedulerFlags...)
 		spec.ready = s.httpProbe("https://127.0.0.1:"+strconv.Itoa(s.schedPort)+"/healthz", "", "")
 	case Kwok:
 		cfg, err := stageConfig(s.opts.Stages, s.opts.ExtraStages)

@@ -1,0 +1,44 @@
+package sandbox
+
+import (
+	"slices"
+	"testing"
+)
+
+// The extra flags of each control-plane component come last on its command
+// line (a later flag wins), and reach no other component. Pure: runs with
+// -short too.
+func TestComponentExtraFlags(t *testing.T) {
+	s := &Sandbox{
+		opts: Options{
+			APIServerFlags:         []string{"--watch-cache=false"},
+			ControllerManagerFlags: []string{"--kube-api-qps=3000", "--kube-api-burst=6000"},
+			SchedulerFlags:         []string{"--kube-api-qps=2999", "--kube-api-burst=5999"},
+		},
+		dir:    t.TempDir(),
+		tokens: map[string]string{adminUser: "token"},
+	}
+	for c, want := range map[Component][]string{
+		APIServer:         s.opts.APIServerFlags,
+		ControllerManager: s.opts.ControllerManagerFlags,
+		Scheduler:         s.opts.SchedulerFlags,
+	} {
+		spec, err := s.launchSpec(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.args[len(spec.args)-len(want):]; !slices.Equal(got, want) {
+			t.Errorf("%s: last flags %q, want %q (all: %q)", c, got, want, spec.args)
+		}
+		for other, flags := range map[Component][]string{ControllerManager: s.opts.ControllerManagerFlags, Scheduler: s.opts.SchedulerFlags} {
+			if other == c {
+				continue
+			}
+			for _, f := range flags {
+				if slices.Contains(spec.args, f) {
+					t.Errorf("%s got %s's flag %s", c, other, f)
+				}
+			}
+		}
+	}
+}
