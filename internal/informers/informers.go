@@ -78,6 +78,8 @@ type Factory struct {
 
 	custom *CustomResources // see CustomResources
 
+	scope Scope // see SetScope; guarded by mu
+
 	mu        sync.Mutex
 	informers map[Resource]cache.SharedIndexInformer
 	started   map[Resource]bool
@@ -116,7 +118,7 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		return inf, nil
 	}
 	if r == CustomResourceDefinitions && f.dynamic != nil {
-		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD, indexersOf(r), nil)
+		inf, err := f.dynamicInformer(f.dynamic, f.scope, r, compactCRD, indexersOf(r), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +133,7 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 	if f.newInformer != nil {
 		inf = f.newInformer(r, object, indexersOf(r))
 	} else {
-		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), object, cache.SharedIndexInformerOptions{
+		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), scoped(f.scope, r, lw)), object, cache.SharedIndexInformerOptions{
 			ObjectDescription: r.String(),
 			Indexers:          indexersOf(r),
 		})
