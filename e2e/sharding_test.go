@@ -88,7 +88,8 @@ func namespacedSeries(mfs map[string]*dto.MetricFamily, nss map[string]bool) map
 // shard: the union of the shards' namespaced series is the unsharded
 // exporter's, counts included, and no series is in both shards; webhook
 // findings are on shard 0 only; a namespace created during the run lands
-// in its shard; the StatefulSet controller labels pods with their ordinal
+// in its shard; an exporter of --kube.namespaces has exactly its
+// namespaces' series; the StatefulSet controller labels pods with their ordinal
 // (what deploy/components/sharding reads as --shard.index).
 func TestShardsPartitionTheSeries(t *testing.T) {
 	ctx := context.Background()
@@ -98,14 +99,17 @@ func TestShardsPartitionTheSeries(t *testing.T) {
 		"all": startExporter(t, kubeconfig, "--stall.threshold="+stallThreshold.String()),
 		"0":   startExporter(t, kubeconfig, "--stall.threshold="+stallThreshold.String(), "--shard.total=2", "--shard.index=0"),
 		"1":   startExporter(t, kubeconfig, "--stall.threshold="+stallThreshold.String(), "--shard.total=2", "--shard.index=1"),
+		// Two namespaces, watched one by one.
+		"some": startExporter(t, kubeconfig, "--stall.threshold="+stallThreshold.String(), "--kube.namespaces=shard-ns-0,shard-ns-3"),
 	}
 	for _, e := range exporters {
 		e.waitReady(60 * time.Second)
 	}
 	for name, want := range map[string]map[string]string{
-		"all": {"shard": "0", "total_shards": "1"},
-		"0":   {"shard": "0", "total_shards": "2"},
-		"1":   {"shard": "1", "total_shards": "2"},
+		"all":  {"shard": "0", "total_shards": "1"},
+		"0":    {"shard": "0", "total_shards": "2"},
+		"1":    {"shard": "1", "total_shards": "2"},
+		"some": {"shard": "0", "total_shards": "1"},
 	} {
 		mf := exporters[name].scrape()["kube_convergence_shard_info"]
 		if mf == nil || len(mf.GetMetric()) != 1 || !labelsMatch(mf.GetMetric()[0], want) || mf.GetMetric()[0].GetGauge().GetValue() != 1 {
@@ -230,6 +234,33 @@ func TestShardsPartitionTheSeries(t *testing.T) {
 		})
 	}
 	checkPartition(nss, func(ns string) string { return shardOfNamespace[ns] })
+
+	// --kube.namespaces: the included namespaces' series, the same as the
+	// unsharded exporter's, and no other namespace's.
+	eventually(t, 30*time.Second, "the included namespaces' series", func() (bool, string) {
+		all := namespacedSeries(exporters["all"].scrape(), nss)
+		some := namespacedSeries(exporters["some"].scrape(), nss)
+		var problems []string
+		for sr, v := range all {
+			got, ok := some[sr]
+			in := strings.Contains(sr.labels+",", "namespace=shard-ns-0,") || strings.Contains(sr.labels+",", "namespace=shard-ns-3,")
+			switch {
+			case in && !ok:
+				problems = append(problems, fmt.Sprintf("%s{%s}: missing", sr.family, sr.labels))
+			case in && v.counted && got.count != v.count:
+				problems = append(problems, fmt.Sprintf("%s{%s}: %v, unsharded %v", sr.family, sr.labels, got.count, v.count))
+			case !in && ok:
+				problems = append(problems, fmt.Sprintf("%s{%s}: not an included namespace", sr.family, sr.labels))
+			}
+		}
+		for sr := range some {
+			if _, ok := all[sr]; !ok {
+				problems = append(problems, fmt.Sprintf("%s{%s}: not unsharded", sr.family, sr.labels))
+			}
+		}
+		sort.Strings(problems)
+		return len(problems) == 0 && len(some) > 0, fmt.Sprintf("%d series; %d problems: %s", len(some), len(problems), strings.Join(problems[:min(10, len(problems))], "; "))
+	})
 
 	// Webhook findings: shard 0 and the unsharded exporter, equal; none on
 	// shard 1, nor any other kube_convergence_webhook_* series.

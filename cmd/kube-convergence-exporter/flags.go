@@ -46,6 +46,9 @@ func (f *serveFlags) validate() error {
 	if err := f.scope().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := namespaceList(f.nsInclude); err != nil {
+		errs = append(errs, fmt.Errorf("--kube.namespaces: %w", err))
+	}
 	if _, err := namespaceList(f.nsExclude); err != nil {
 		errs = append(errs, fmt.Errorf("--kube.namespaces-exclude: %w", err))
 	}
@@ -58,8 +61,9 @@ func (f *serveFlags) validate() error {
 // scope is the part of the cluster the flags give this process (validate
 // has checked them).
 func (f *serveFlags) scope() informers.Scope {
+	include, _ := namespaceList(f.nsInclude)
 	exclude, _ := namespaceList(f.nsExclude)
-	return informers.Scope{Index: f.shardIndex, Total: f.shardTotal, Exclude: exclude}
+	return informers.Scope{Index: f.shardIndex, Total: f.shardTotal, Include: include, Exclude: exclude}
 }
 
 // namespaceList parses a comma-separated list of namespace names; empty

@@ -93,6 +93,10 @@ func TestServeFlagValidation(t *testing.T) {
 			p + `--kube.namespaces-exclude: empty namespace name at position 2 of "team-a," (see --help)`},
 		{"excluded namespace not a name", []string{"--kube.namespaces-exclude=Team_A"},
 			p + `--kube.namespaces-exclude: "Team_A" is not a namespace name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?') (see --help)`},
+		{"empty included namespace", []string{"--kube.namespaces=,team-a"},
+			p + `--kube.namespaces: empty namespace name at position 1 of ",team-a" (see --help)`},
+		{"namespace included and excluded", []string{"--kube.namespaces=team-a,team-b", "--kube.namespaces-exclude=team-b"},
+			p + `--kube.namespaces: "team-b" is also in --kube.namespaces-exclude (see --help)`},
 		{"two bad flags, two lines", []string{"--web.telemetry-path=metrics", "--stall.threshold=0s"},
 			p + `--web.telemetry-path: "metrics" is not absolute; want an absolute path such as /metrics` + "\n" +
 				p + `--stall.threshold: must be a positive duration such as 5m, got 0s (an unconverged object counts as stalled once it is older than this) (see --help)`},

@@ -73,6 +73,7 @@ type serveFlags struct {
 	tlMaxEntries    int
 	shardIndex      int
 	shardTotal      int
+	nsInclude       string
 	nsExclude       string
 	log             promslog.Config
 }
@@ -113,6 +114,7 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("timelines.max-entries", "Entries kept per episode timeline: the first and the last half; the ones in between are dropped and counted (kube_convergence_timeline_entries_dropped_total).").Default(strconv.Itoa(timeline.DefaultMaxEntries)).IntVar(&f.tlMaxEntries)
 	serveCmd.Flag("shard.index", "This process's shard of the namespaces, from 0 (see --shard.total and docs/sharding.md).").Default("0").IntVar(&f.shardIndex)
 	serveCmd.Flag("shard.total", "Number of shards the namespaces are split among: a namespace belongs to shard fnv32a(name) mod total; cluster-scoped subjects (webhook configurations, admission probes, cluster-scoped custom resources) to shard 0. 1: no sharding.").Default("1").IntVar(&f.shardTotal)
+	serveCmd.Flag("kube.namespaces", "Comma-separated namespaces to read, each through watches of its own (one per namespace and resource: the API server sends nothing else; see docs/sharding.md). Empty: all.").Default("").StringVar(&f.nsInclude)
 	serveCmd.Flag("kube.namespaces-exclude", "Comma-separated namespaces whose objects are dropped as they arrive (still sent by the API server and decoded; see docs/sharding.md). Empty: none.").Default("").StringVar(&f.nsExclude)
 	promslogflag.AddFlags(app, &f.log)
 	sloDispatch := addSLOCommands(app)

@@ -131,7 +131,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.validating, c.mutating, c.namespaces, c.svcs, c.slices = infs[0], infs[1], infs[2], infs[3], infs[4]
-	if scope := f.Scope(); scope.Sharded() || len(scope.Exclude) > 0 {
+	if scope := f.Scope(); scope.Sharded() || len(scope.Include)+len(scope.Exclude) > 0 {
 		c.sees = scope.Keeps
 	}
 	if c.cfg.Webhooks.APIServerMetrics.Enabled {

@@ -29,6 +29,10 @@ import (
 // come from one process.
 type Scope struct {
 	Index, Total int
+	// Include, when not empty, lists the only namespaces read: built-in
+	// namespaced resources through one informer per namespace (Factory.
+	// Informer), custom resources and anything else through the filter.
+	Include []string
 	// Exclude lists namespaces whose objects are dropped.
 	Exclude []string
 }
@@ -55,6 +59,11 @@ func (s Scope) Validate() error {
 	} else if s.Total >= 1 && s.Index >= s.Total {
 		errs = append(errs, fmt.Errorf("--shard.index: must be below --shard.total=%d (shards are numbered from 0), got %d", s.Total, s.Index))
 	}
+	for _, ns := range s.Include {
+		if slices.Contains(s.Exclude, ns) {
+			errs = append(errs, fmt.Errorf("--kube.namespaces: %q is also in --kube.namespaces-exclude", ns))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -68,11 +77,28 @@ func (s Scope) ClusterScoped() bool { return s.Index == 0 }
 
 // Keeps reports whether this process keeps the objects of namespace.
 func (s Scope) Keeps(namespace string) bool {
-	return ShardOf(namespace, s.Total) == s.Index && !slices.Contains(s.Exclude, namespace)
+	return ShardOf(namespace, s.Total) == s.Index && !slices.Contains(s.Exclude, namespace) &&
+		(len(s.Include) == 0 || slices.Contains(s.Include, namespace))
 }
 
 // whole reports whether the scope keeps everything.
-func (s Scope) whole() bool { return s.Total <= 1 && len(s.Exclude) == 0 }
+func (s Scope) whole() bool { return s.Total <= 1 && len(s.Exclude) == 0 && len(s.Include) == 0 }
+
+// perNamespace returns the namespaces r is read from one informer each:
+// Include less this shard's others and the excluded, for a built-in
+// namespaced resource; nil: one cluster-wide informer.
+func (s Scope) perNamespace(r Resource) []string {
+	if len(s.Include) == 0 || clusterScoped[r] {
+		return nil
+	}
+	var out []string
+	for _, ns := range s.Include {
+		if s.Keeps(ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
 
 // everyShard are the cluster-scoped resources every shard reads.
 var everyShard = map[Resource]bool{
@@ -98,7 +124,7 @@ func (s Scope) keeps(r Resource, obj runtime.Object) bool {
 func (f *Factory) SetScope(s Scope) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s.Exclude = slices.Clone(s.Exclude)
+	s.Include, s.Exclude = slices.Clone(s.Include), slices.Clone(s.Exclude)
 	f.scope = s
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -203,5 +206,93 @@ func TestScopeFiltersCustomResources(t *testing.T) {
 				t.Errorf("shard %d: %s %v, want %v", tc.scope.Index, c.r, keys, c.want)
 			}
 		}
+	}
+}
+
+// --kube.namespaces: the API server is asked for the included namespaces
+// only (one list and one watch each: decode saved), the store holds their
+// objects, handlers get each object once, and the indexes read across
+// namespaces; cluster-scoped resources stay one cluster-wide informer. In
+// shard 1 of 2 only its included namespaces are watched.
+func TestIncludedNamespacesHaveWatchesOfTheirOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		scope   Scope
+		watched []string // namespaces of the pod list calls
+		pods    []string
+	}{
+		{"included", Scope{Include: []string{"team-a", "team-b", "team-c"}}, []string{"team-a", "team-b", "team-c"}, []string{"team-a/p", "team-b/p", "team-c/p"}},
+		{"included, shard 1 of 2", Scope{Index: 1, Total: 2, Include: []string{"team-a", "team-b", "team-d"}}, []string{"team-b", "team-d"}, []string{"team-b/p", "team-d/p"}},
+		{"included less excluded", Scope{Include: []string{"team-a", "team-c"}, Exclude: []string{"team-d"}}, []string{"team-a", "team-c"}, []string{"team-a/p", "team-c/p"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset(scopeCluster()...)
+			var mu sync.Mutex
+			lists := map[string][]string{}
+			cs.PrependReactor("list", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				lists[a.GetResource().Resource] = append(lists[a.GetResource().Resource], a.GetNamespace())
+				return false, nil, nil
+			})
+			f := New(cs, nil, slog.New(slog.DiscardHandler))
+			f.SetScope(tc.scope)
+			inf, err := f.Informer(Pods)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var handled []string
+			var hmu sync.Mutex
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
+				hmu.Lock()
+				defer hmu.Unlock()
+				p := o.(*corev1.Pod)
+				handled = append(handled, p.Namespace+"/"+p.Name)
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := storeKeys(t, f, Pods); !slices.Equal(got, tc.pods) {
+				t.Errorf("pods %v, want %v", got, tc.pods)
+			}
+			if got := storeKeys(t, f, Nodes); !slices.Equal(got, []string{"node-0"}) {
+				t.Errorf("nodes %v, want [node-0]", got)
+			}
+			mu.Lock()
+			got := slices.Sorted(slices.Values(lists["pods"]))
+			nodeLists := slices.Clone(lists["nodes"])
+			mu.Unlock()
+			if !slices.Equal(got, tc.watched) {
+				t.Errorf("pods listed in %q, want %q (one list per included namespace of the shard)", got, tc.watched)
+			}
+			if !slices.Equal(nodeLists, []string{""}) {
+				t.Errorf("nodes listed in %q, want one cluster-wide list", nodeLists)
+			}
+			for _, key := range tc.pods {
+				ns, _, _ := strings.Cut(key, "/")
+				objs, err := inf.GetIndexer().ByIndex(IndexUID, "uid-"+ns)
+				if err != nil || len(objs) != 1 {
+					t.Errorf("ByIndex(uid, uid-%s): %d objects, %v", ns, len(objs), err)
+				}
+				if _, ok, _ := inf.GetIndexer().GetByKey(key); !ok {
+					t.Errorf("GetByKey(%s): missing", key)
+				}
+			}
+			if _, ok, _ := inf.GetIndexer().GetByKey("team-z/p"); ok {
+				t.Error("GetByKey(team-z/p): found")
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				hmu.Lock()
+				h := slices.Sorted(slices.Values(handled))
+				hmu.Unlock()
+				if slices.Equal(h, tc.pods) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("handled %v, want %v once each", h, tc.pods)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
