@@ -42,8 +42,7 @@ type renderedConfig struct {
 // key) fails the test.
 func configFile(t *testing.T, objs []object) *renderedConfig {
 	t.Helper()
-	var d appsv1.Deployment
-	decode(t, only(t, objs, "Deployment"), &d)
+	d := workload(t, objs)
 	c := d.Spec.Template.Spec.Containers[0]
 	file := argFlags(c.Args)["config.file"]
 	if file == "" {

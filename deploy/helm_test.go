@@ -51,6 +51,8 @@ func TestHelmLint(t *testing.T) {
 		"defaults":         nil,
 		"all switches":     allSwitches,
 		"admission probes": {"-f", chartProbeValues},
+		"sharding":         {"--set", "sharding.enabled=true,sharding.shards=3"},
+		"ha":               {"--set", "replicas=2"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := command(t.Context(), "", helm, append([]string{"lint", "--strict", chartDir}, args...)...)
@@ -166,6 +168,8 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		// kustomization.yaml): the chart's Role and RoleBinding for it are
 		// the component's. Only those two kinds are compared: the
 		// component leaves the configuration file to components/config.
+		"sharding = base + sharding": {args: []string{"--set", "sharding.enabled=true"}, k: kustomizations()["sharding"]},
+		"replicas 2 = base + ha":     {args: []string{"--set", "replicas=2"}, k: kustomizations()["ha"]},
 		"probe example = base + admission-probes": {
 			args: []string{"--set-json", `config.admissionProbes=[{"name":"configmap-create","resource":"configmaps","namespace":"kube-convergence","operation":"CREATE","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kce-admission-probe"}}}]`},
 			k:    kustomization{namespace: "kube-convergence", components: []string{"admission-probes"}},
@@ -259,7 +263,19 @@ func normalise(t *testing.T, objs []object) map[string]object {
 					data["config.yaml"] = tree
 				}
 			}
-		case "Deployment":
+		case "PodDisruptionBudget":
+			dropLabels(c, "spec", "selector", "matchLabels")
+		case "Deployment", "StatefulSet":
+			if aff, ok := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["affinity"].(map[string]any); ok {
+				if anti, ok := aff["podAntiAffinity"].(map[string]any); ok {
+					terms, _ := anti["preferredDuringSchedulingIgnoredDuringExecution"].([]any)
+					for _, term := range terms {
+						pat := term.(map[string]any)["podAffinityTerm"].(map[string]any)
+						ls := pat["labelSelector"].(map[string]any)
+						dropLabels(object(ls), "matchLabels")
+					}
+				}
+			}
 			dropLabels(c, "spec", "selector", "matchLabels")
 			dropLabels(c, "spec", "template", "metadata", "labels")
 			tpl := c["spec"].(map[string]any)["template"].(map[string]any)
@@ -313,6 +329,10 @@ func TestHelmSchemaRejects(t *testing.T) {
 		"config bad duration":   "config.resources[0].group=cert-manager.io,config.resources[0].resource=certificates,config.resources[0].stallThreshold=10",
 		"extra rule typo":       "rbac.extraRules[0].verb=list",
 		"extra rule no verbs":   "rbac.extraRules[0].resources={certificates}",
+		"no shards":             "sharding.enabled=true,sharding.shards=0",
+		"shards not a number":   "sharding.shards=two",
+		"sharding typo":         "sharding.shard=2",
+		"no replicas":           "replicas=0",
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := command(t.Context(), "", helm, "template", "x", chartDir, "--set", set)

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/serve"
 )
 
@@ -39,10 +43,61 @@ func (f *serveFlags) validate() error {
 	if f.tlMaxEntries < 2 {
 		errs = append(errs, fmt.Errorf("--timelines.max-entries: must be at least 2, got %d (an episode keeps its first and its last entries: the write and the close)", f.tlMaxEntries))
 	}
+	if err := f.scope().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := namespaceList(f.nsInclude); err != nil {
+		errs = append(errs, fmt.Errorf("--kube.namespaces: %w", err))
+	}
+	if _, err := namespaceList(f.nsExclude); err != nil {
+		errs = append(errs, fmt.Errorf("--kube.namespaces-exclude: %w", err))
+	}
 	if f.shutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--web.shutdown-timeout: must not be negative, got %v", f.shutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// scope is the part of the cluster the flags give this process (validate
+// has checked them).
+func (f *serveFlags) scope() informers.Scope {
+	include, _ := namespaceList(f.nsInclude)
+	exclude, _ := namespaceList(f.nsExclude)
+	return informers.Scope{Index: f.shardIndex, Total: f.shardTotal, Include: include, Exclude: exclude}
+}
+
+// namespaceList parses a comma-separated list of namespace names; empty
+// is none. A name is checked as the API server checks it (an RFC 1123
+// label), so a typo is caught at start rather than matching nothing.
+func namespaceList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for i, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, fmt.Errorf("empty namespace name at position %d of %q", i+1, s)
+		}
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", name, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// checkShardConfig rejects sharding with a namespace label policy other
+// than keep: under drop or allowlist, series of namespaces of different
+// shards fold into one label value ("" or "other") and the shards would
+// export colliding series with partial values.
+func checkShardConfig(total int, cfg *config.Config, file string) error {
+	if total > 1 && cfg.NamespaceLabel.Mode != config.NamespaceKeep {
+		return fmt.Errorf("--shard.total=%d needs namespaceLabel.mode %q, but config file %s sets namespaceLabel.mode %q: the shards' series would collide (the namespaces of several shards fold into one label value)", total, config.NamespaceKeep, file, cfg.NamespaceLabel.Mode)
+	}
+	return nil
 }
 
 // validateProbeAddress rejects a probe address that is not host:port or

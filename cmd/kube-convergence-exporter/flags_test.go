@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +77,26 @@ func TestServeFlagValidation(t *testing.T) {
 			p + `--timelines.max-entries: must be at least 2, got 1 (an episode keeps its first and its last entries: the write and the close) (see --help)`},
 		{"negative timeline entries", []string{"--timelines.max-entries=-5"},
 			p + `--timelines.max-entries: must be at least 2, got -5 (an episode keeps its first and its last entries: the write and the close) (see --help)`},
+		{"shard index at the total", []string{"--shard.total=2", "--shard.index=2"},
+			p + `--shard.index: must be below --shard.total=2 (shards are numbered from 0), got 2 (see --help)`},
+		{"shard index above the default total", []string{"--shard.index=1"},
+			p + `--shard.index: must be below --shard.total=1 (shards are numbered from 0), got 1 (see --help)`},
+		{"zero shards", []string{"--shard.total=0"},
+			p + `--shard.total: must be at least 1, got 0 (the number of exporter processes the namespaces are split among) (see --help)`},
+		{"negative shards", []string{"--shard.total=-2"},
+			p + `--shard.total: must be at least 1, got -2 (the number of exporter processes the namespaces are split among) (see --help)`},
+		{"negative shard index", []string{"--shard.total=2", "--shard.index=-1"},
+			p + `--shard.index: must not be negative, got -1 (see --help)`},
+		{"empty excluded namespace", []string{"--kube.namespaces-exclude=team-a,,team-b"},
+			p + `--kube.namespaces-exclude: empty namespace name at position 2 of "team-a,,team-b" (see --help)`},
+		{"trailing comma in the excluded namespaces", []string{"--kube.namespaces-exclude=team-a,"},
+			p + `--kube.namespaces-exclude: empty namespace name at position 2 of "team-a," (see --help)`},
+		{"excluded namespace not a name", []string{"--kube.namespaces-exclude=Team_A"},
+			p + `--kube.namespaces-exclude: "Team_A" is not a namespace name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?') (see --help)`},
+		{"empty included namespace", []string{"--kube.namespaces=,team-a"},
+			p + `--kube.namespaces: empty namespace name at position 1 of ",team-a" (see --help)`},
+		{"namespace included and excluded", []string{"--kube.namespaces=team-a,team-b", "--kube.namespaces-exclude=team-b"},
+			p + `--kube.namespaces: "team-b" is also in --kube.namespaces-exclude (see --help)`},
 		{"two bad flags, two lines", []string{"--web.telemetry-path=metrics", "--stall.threshold=0s"},
 			p + `--web.telemetry-path: "metrics" is not absolute; want an absolute path such as /metrics` + "\n" +
 				p + `--stall.threshold: must be a positive duration such as 5m, got 0s (an unconverged object counts as stalled once it is older than this) (see --help)`},
@@ -98,10 +121,71 @@ func TestServeFlagsAccepted(t *testing.T) {
 		{"/metrics", "127.0.0.1:0", "127.0.0.1:0"}, // port 0: the kernel picks two ports
 	} {
 		listen := []string{tc.listen}
-		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1}
+		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1, shardTotal: 1}
 		f.web = &web.FlagConfig{WebListenAddresses: &listen}
 		if err := f.validate(); err != nil {
 			t.Errorf("%+v: %v", tc, err)
+		}
+	}
+}
+
+// Accepted shard and namespace flags, and the scope they give.
+func TestShardFlagsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		index, total int
+		exclude      string
+		want         []string
+	}{
+		{0, 1, "", nil},
+		{1, 2, "", nil},
+		{2, 3, "team-a, team-b,team-a", []string{"team-a", "team-b"}},
+	} {
+		f := serveFlags{telemetryPath: "/metrics", stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1,
+			shardIndex: tc.index, shardTotal: tc.total, nsExclude: tc.exclude}
+		if err := f.validate(); err != nil {
+			t.Errorf("%+v: %v", tc, err)
+		}
+		s := f.scope()
+		if s.Index != tc.index || s.Total != tc.total || !slices.Equal(s.Exclude, tc.want) {
+			t.Errorf("%+v: scope %+v", tc, s)
+		}
+	}
+}
+
+// Sharding needs namespaceLabel.mode keep: the process exits at start
+// naming the flag, the key and the file; keep, and an unsharded process
+// with drop, pass that check (and stop later, at the missing kubeconfig).
+func TestShardingNeedsNamespaceLabelKeep(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	drop := write("drop.yml", "namespaceLabel:\n  mode: drop\n")
+	allow := write("allow.yml", "namespaceLabel:\n  mode: allowlist\n  allow: [team-a]\n")
+	keep := write("keep.yml", "namespaceLabel:\n  mode: keep\n")
+	missing := filepath.Join(dir, "no-kubeconfig")
+	for _, tc := range []struct {
+		args []string
+		want string // in stderr; "" : not the sharding error
+	}{
+		{[]string{"--shard.total=2", "--config.file=" + drop}, `--shard.total=2 needs namespaceLabel.mode \"keep\", but config file ` + drop + ` sets namespaceLabel.mode \"drop\"`},
+		{[]string{"--shard.total=3", "--shard.index=2", "--config.file=" + allow}, `--shard.total=3 needs namespaceLabel.mode \"keep\", but config file ` + allow + ` sets namespaceLabel.mode \"allowlist\"`},
+		{[]string{"--shard.total=2", "--config.file=" + keep}, ""},
+		{[]string{"--config.file=" + drop}, ""},
+	} {
+		code, _, errs := runCLI(t, append(tc.args, "--kubeconfig="+missing)...)
+		if code != 1 {
+			t.Errorf("%v: exit %d, want 1; stderr %s", tc.args, code, errs)
+		}
+		if tc.want != "" && !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: stderr %s\nwant it to contain %s", tc.args, errs, tc.want)
+		}
+		if tc.want == "" && (strings.Contains(errs, "namespaceLabel.mode") || !strings.Contains(errs, missing)) {
+			t.Errorf("%v: want the kubeconfig error, not the sharding one: %s", tc.args, errs)
 		}
 	}
 }

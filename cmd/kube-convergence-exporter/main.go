@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kcecollectors "github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/collectors/admissionprobes"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/resources"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -70,6 +71,10 @@ type serveFlags struct {
 	syncTimeout     time.Duration
 	tlRetained      int
 	tlMaxEntries    int
+	shardIndex      int
+	shardTotal      int
+	nsInclude       string
+	nsExclude       string
 	log             promslog.Config
 }
 
@@ -107,6 +112,10 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("resources.sync-timeout", "How long a tracked custom resource whose list fails (a conversion webhook down, a 5xx) keeps /readyz false before it is left out of readiness, until its list succeeds.").Default(resources.DefaultSyncTimeout.String()).DurationVar(&f.syncTimeout)
 	serveCmd.Flag("timelines.retained", "Closed rollout and custom-resource episodes whose timelines are kept for /api/v1/timelines, besides the open ones; the oldest closed is evicted first (kube_convergence_timeline_episodes_evicted_total).").Default(strconv.Itoa(timeline.DefaultRetained)).IntVar(&f.tlRetained)
 	serveCmd.Flag("timelines.max-entries", "Entries kept per episode timeline: the first and the last half; the ones in between are dropped and counted (kube_convergence_timeline_entries_dropped_total).").Default(strconv.Itoa(timeline.DefaultMaxEntries)).IntVar(&f.tlMaxEntries)
+	serveCmd.Flag("shard.index", "This process's shard of the namespaces, from 0 (see --shard.total and docs/sharding.md).").Default("0").IntVar(&f.shardIndex)
+	serveCmd.Flag("shard.total", "Number of shards the namespaces are split among: a namespace belongs to shard fnv32a(name) mod total; cluster-scoped subjects (webhook configurations, admission probes, cluster-scoped custom resources) to shard 0. 1: no sharding.").Default("1").IntVar(&f.shardTotal)
+	serveCmd.Flag("kube.namespaces", "Comma-separated namespaces to read, each through watches of its own (one per namespace and resource: the API server sends nothing else; see docs/sharding.md). Empty: all.").Default("").StringVar(&f.nsInclude)
+	serveCmd.Flag("kube.namespaces-exclude", "Comma-separated namespaces whose objects are dropped as they arrive (still sent by the API server and decoded; see docs/sharding.md). Empty: none.").Default("").StringVar(&f.nsExclude)
 	promslogflag.AddFlags(app, &f.log)
 	sloDispatch := addSLOCommands(app)
 	rbacDispatch := addRBACCommand(app)
@@ -159,7 +168,11 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		if cfg, err = config.Load(f.configFile); err != nil {
 			return err
 		}
+		if err := checkShardConfig(f.shardTotal, cfg, f.configFile); err != nil {
+			return err
+		}
 	}
+	scope := f.scope()
 	restCfg, source, err := kubeConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -178,7 +191,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	logger.Info("starting kube-convergence-exporter", "version", version.Info(), "build_context", version.BuildContext(), "kubeconfig", source, "api_server", restCfg.Host)
 
 	reg := prometheus.NewRegistry()
-	wrap, err := serve.Register(reg, serve.RegisterOptions{ExternalURL: f.externalURL, Watch: cfg.Enabled(config.Watch)})
+	wrap, err := serve.Register(reg, serve.RegisterOptions{ExternalURL: f.externalURL, Watch: cfg.Enabled(config.Watch), ShardIndex: scope.Index, ShardTotal: scope.Total})
 	if err != nil {
 		return err
 	}
@@ -187,6 +200,10 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 
 	factory := informers.New(client, wrap, logger)
+	factory.SetScope(scope)
+	if scope.Sharded() {
+		logger.Info("sharded: reporting on the namespaces of this shard", "shard", scope.Index, "total_shards", scope.Total, "cluster_scoped", scope.ClusterScoped())
+	}
 	if len(cfg.Resources) > 0 || len(cfg.AdmissionProbes) > 0 {
 		// Custom resources are served as JSON only; the dynamic client
 		// asks for JSON whatever restCfg says. Admission probes send their
@@ -213,9 +230,16 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 	var enabled []kcecollectors.Collector
 	for _, c := range all.Collectors(collectorOpts) {
-		if cfg.Enabled(c.Name()) {
-			enabled = append(enabled, c)
+		if !cfg.Enabled(c.Name()) {
+			continue
 		}
+		if c.Name() == admissionprobes.Name && !scope.ClusterScoped() {
+			// Probes are cluster-scoped subjects: shard 0 sends them,
+			// so that every probe is sent and counted once.
+			logger.Info("admission probes run on shard 0 only", "shard", scope.Index)
+			continue
+		}
+		enabled = append(enabled, c)
 	}
 	exp, err := serve.New(client, restCfg.Host, factory, enabled, reg, logger)
 	if err != nil {

@@ -45,6 +45,13 @@ type Cluster struct {
 	// ReadyEndpoints counts the ready endpoints in a Service's EndpointSlices
 	// (records.ReadyEndpoint: terminating endpoints are not ready).
 	ReadyEndpoints func(ns, name string) int
+	// Sees reports whether this process reads namespace ns's Services and
+	// EndpointSlices (nil: every namespace). A shard sees only its own
+	// namespaces (docs/sharding.md): the findings judged on a webhook's
+	// Service, self_blocking and no_ready_endpoints, are left out for a
+	// Service it does not see, rather than reported from a cache that
+	// lacks it.
+	Sees func(ns string) bool
 }
 
 // Policy holds the audit's thresholds (config.WebhookAudit with defaults).
@@ -80,7 +87,7 @@ func Evaluate(w admission.Webhook, c Cluster, p Policy, now time.Time) Audit {
 	if p.OwnNamespace != "" {
 		has[MatchesOwnNamespace] = matchesNamespace(w, c, p.OwnNamespace)
 	}
-	if w.Service != nil && fail {
+	if w.Service != nil && fail && (c.Sees == nil || c.Sees(w.Service.Namespace)) {
 		has[SelfBlocking] = selfBlocking(w, c)
 		has[NoReadyEndpoints] = noReadyEndpoints(w, c)
 	}

@@ -282,3 +282,30 @@ func TestReadyEndpoints(t *testing.T) {
 		t.Errorf("readyEndpoints(ready+terminating, ready) = %d, want 1", got)
 	}
 }
+
+// A shard judges a webhook's Service only if it reads the Service's
+// namespace: a Fail webhook whose Service has no ready endpoint and gates
+// its own pods has both findings when its namespace is seen, neither when
+// it is another shard's (the cache would lack the Service, not the
+// cluster).
+func TestServiceFindingsOnlyWhereSeen(t *testing.T) {
+	w := clean(t)
+	w.Service = &admissionv1.ServiceReference{Namespace: "hooks", Name: "empty"}
+	w.Rules = []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.Create}, []string{""}, []string{"pods"})}
+	w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "hooks"}}
+	for _, tc := range []struct {
+		name string
+		sees func(string) bool
+		want []string
+	}{
+		{"every namespace", nil, []string{SelfBlocking, NoReadyEndpoints}},
+		{"its namespace seen", func(ns string) bool { return ns == "hooks" }, []string{SelfBlocking, NoReadyEndpoints}},
+		{"another shard's", func(ns string) bool { return ns != "hooks" }, nil},
+	} {
+		c := cluster()
+		c.Sees = tc.sees
+		if got := Evaluate(w, c, policy, now).Findings; !slices.Equal(got, tc.want) {
+			t.Errorf("%s: findings %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

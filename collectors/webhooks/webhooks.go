@@ -84,6 +84,9 @@ type Collector struct {
 	validating, mutating, namespaces, svcs, slices cache.SharedIndexInformer
 	logged                                         map[string]bool     // caBundle errors already logged, by webhook and bundle hash
 	slow                                           map[hookKey]float64 // slow ratios of the last interval (apiServerMetrics)
+	// sees: the namespaces whose Services this process reads (the
+	// factory's scope; nil: all). Set by Start.
+	sees func(ns string) bool
 }
 
 // New returns the webhooks collector.
@@ -128,6 +131,9 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.validating, c.mutating, c.namespaces, c.svcs, c.slices = infs[0], infs[1], infs[2], infs[3], infs[4]
+	if scope := f.Scope(); scope.Sharded() || len(scope.Include)+len(scope.Exclude) > 0 {
+		c.sees = scope.Keeps
+	}
 	if c.cfg.Webhooks.APIServerMetrics.Enabled {
 		client, _ := f.Clients()
 		if client == nil {
@@ -282,6 +288,7 @@ func (c *Collector) cluster() Cluster {
 		ReadyEndpoints: func(ns, name string) int {
 			return readyEndpoints(informers.ByIndex[*discoveryv1.EndpointSlice](c.slices, informers.IndexService, ns+"/"+name))
 		},
+		Sees: c.sees,
 	}
 }
 

@@ -39,7 +39,7 @@ func (f *Factory) SetDynamic(d dynamic.Interface) {
 // its watch error handler nothing.
 func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc, onErr func(error)) (cache.SharedIndexInformer, error) {
 	f.mu.Lock()
-	d := f.dynamic
+	d, scope := f.dynamic, f.scope
 	f.mu.Unlock()
 	if d == nil {
 		return nil, fmt.Errorf("informers: no dynamic client for %s", r)
@@ -47,7 +47,7 @@ func (f *Factory) Dynamic(r Resource, transform cache.TransformFunc, onErr func(
 	// No index: CustomResources reads its store only to hand the objects
 	// of a deleted CRD to Gone (a namespace index costs about 70 bytes per
 	// object, BenchmarkTrackedMemory).
-	return f.dynamicInformer(d, r, f.hooked(r, transform), nil, onErr)
+	return f.dynamicInformer(d, scope, r, f.hooked(r, transform), nil, onErr)
 }
 
 // dynamicListerWatcher lists and watches r; onErr (nil: none) is told the
@@ -73,8 +73,8 @@ func dynamicListerWatcher(d dynamic.Interface, r Resource, onErr func(error)) ca
 	}, d)
 }
 
-func (f *Factory) dynamicInformer(d dynamic.Interface, r Resource, transform cache.TransformFunc, indexers cache.Indexers, onErr func(error)) (cache.SharedIndexInformer, error) {
-	lw := dynamicListerWatcher(d, r, onErr)
+func (f *Factory) dynamicInformer(d dynamic.Interface, scope Scope, r Resource, transform cache.TransformFunc, indexers cache.Indexers, onErr func(error)) (cache.SharedIndexInformer, error) {
+	lw := scoped(scope, r, dynamicListerWatcher(d, r, onErr))
 	var inf cache.SharedIndexInformer
 	if f.newInformer != nil {
 		inf = f.newInformer(r, &unstructured.Unstructured{}, indexers)

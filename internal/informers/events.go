@@ -23,15 +23,15 @@ var WarningEvents = Resource{"events.k8s.io", "v1", "events"}
 // WarningSelector is the field selector of the WarningEvents informer.
 const WarningSelector = "type=Warning"
 
-func warningEvents(c kubernetes.Interface) knownResource {
+func warningEvents(c kubernetes.Interface, ns string) knownResource {
 	return knownResource{&eventsv1.Event{},
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = WarningSelector
-			return c.EventsV1().Events("").List(ctx, o)
+			return c.EventsV1().Events(ns).List(ctx, o)
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = WarningSelector
-			return c.EventsV1().Events("").Watch(ctx, o)
+			return c.EventsV1().Events(ns).Watch(ctx, o)
 		}}
 }
 

@@ -78,6 +78,8 @@ type Factory struct {
 
 	custom *CustomResources // see CustomResources
 
+	scope Scope // see SetScope; guarded by mu
+
 	mu        sync.Mutex
 	informers map[Resource]cache.SharedIndexInformer
 	started   map[Resource]bool
@@ -116,7 +118,15 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 		return inf, nil
 	}
 	if r == CustomResourceDefinitions && f.dynamic != nil {
-		inf, err := f.dynamicInformer(f.dynamic, r, compactCRD, indexersOf(r), nil)
+		inf, err := f.dynamicInformer(f.dynamic, f.scope, r, compactCRD, indexersOf(r), nil)
+		if err != nil {
+			return nil, err
+		}
+		f.informers[r] = inf
+		return inf, nil
+	}
+	if nss := f.scope.perNamespace(r); nss != nil && f.newInformer == nil {
+		inf, err := f.namespacesInformer(r, nss)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +141,7 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 	if f.newInformer != nil {
 		inf = f.newInformer(r, object, indexersOf(r))
 	} else {
-		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), lw), object, cache.SharedIndexInformerOptions{
+		inf = cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), scoped(f.scope, r, lw)), object, cache.SharedIndexInformerOptions{
 			ObjectDescription: r.String(),
 			Indexers:          indexersOf(r),
 		})
@@ -142,6 +152,36 @@ func (f *Factory) Informer(r Resource) (cache.SharedIndexInformer, error) {
 	f.informers[r] = inf
 	return inf, nil
 }
+
+// namespacesInformer reads r through one informer per namespace of nss
+// (--kube.namespaces); an empty nss (none of the included namespaces is
+// this shard's) is one informer of a namespace that cannot exist, so that
+// the resource still syncs and holds nothing.
+func (f *Factory) namespacesInformer(r Resource, nss []string) (cache.SharedIndexInformer, error) {
+	if len(nss) == 0 {
+		nss = []string{noNamespace}
+	}
+	m := &namespacesInformer{namespaces: nss}
+	for _, ns := range nss {
+		lw, object, err := builtinListerWatcherIn(f.client, r, ns)
+		if err != nil {
+			return nil, err
+		}
+		inf := cache.NewSharedIndexInformerWithOptions(f.wrap(r.String(), scoped(f.scope, r, lw)), object, cache.SharedIndexInformerOptions{
+			ObjectDescription: r.String() + " in " + ns,
+			Indexers:          indexersOf(r),
+		})
+		if err := inf.SetTransform(f.hooked(r, Compact)); err != nil {
+			return nil, fmt.Errorf("informers: set transform for %s in %s: %w", r, ns, err)
+		}
+		m.infs = append(m.infs, inf)
+	}
+	return m, nil
+}
+
+// noNamespace is not a valid namespace name (uppercase), so no object is
+// ever in it.
+const noNamespace = "NONE"
 
 // ListerWatcher returns the list and watch calls of r that the factory's
 // informers make (the Warning Events' field selector included), before
@@ -159,7 +199,13 @@ func ListerWatcher(c kubernetes.Interface, d dynamic.Interface, r Resource) (cac
 }
 
 func builtinListerWatcher(c kubernetes.Interface, r Resource) (cache.ListerWatcher, runtime.Object, error) {
-	k, ok := known(c)[r]
+	return builtinListerWatcherIn(c, r, metav1.NamespaceAll)
+}
+
+// builtinListerWatcherIn lists and watches r in namespace ns (all:
+// metav1.NamespaceAll; ignored for cluster-scoped resources).
+func builtinListerWatcherIn(c kubernetes.Interface, r Resource, ns string) (cache.ListerWatcher, runtime.Object, error) {
+	k, ok := known(c, ns)[r]
 	if !ok {
 		return nil, nil, fmt.Errorf("informers: no informer for resource %s", r)
 	}
@@ -270,21 +316,21 @@ type knownResource struct {
 // typed clientset speaks protobuf (see Client), which decodes about three
 // times faster than JSON for pods (24.7k vs 7.9k pods/s at 10 KB per pod,
 // kubernetes #138841).
-func known(c kubernetes.Interface) map[Resource]knownResource {
+func known(c kubernetes.Interface, ns string) map[Resource]knownResource {
 	return map[Resource]knownResource{
 		Pods: {&corev1.Pod{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.CoreV1().Pods("").List(ctx, o)
+				return c.CoreV1().Pods(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.CoreV1().Pods("").Watch(ctx, o)
+				return c.CoreV1().Pods(ns).Watch(ctx, o)
 			}},
 		Services: {&corev1.Service{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.CoreV1().Services("").List(ctx, o)
+				return c.CoreV1().Services(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.CoreV1().Services("").Watch(ctx, o)
+				return c.CoreV1().Services(ns).Watch(ctx, o)
 			}},
 		Nodes: {&corev1.Node{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -295,31 +341,31 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			}},
 		Deployments: {&appsv1.Deployment{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.AppsV1().Deployments("").List(ctx, o)
+				return c.AppsV1().Deployments(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.AppsV1().Deployments("").Watch(ctx, o)
+				return c.AppsV1().Deployments(ns).Watch(ctx, o)
 			}},
 		StatefulSets: {&appsv1.StatefulSet{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.AppsV1().StatefulSets("").List(ctx, o)
+				return c.AppsV1().StatefulSets(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.AppsV1().StatefulSets("").Watch(ctx, o)
+				return c.AppsV1().StatefulSets(ns).Watch(ctx, o)
 			}},
 		DaemonSets: {&appsv1.DaemonSet{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.AppsV1().DaemonSets("").List(ctx, o)
+				return c.AppsV1().DaemonSets(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.AppsV1().DaemonSets("").Watch(ctx, o)
+				return c.AppsV1().DaemonSets(ns).Watch(ctx, o)
 			}},
 		ReplicaSets: {&appsv1.ReplicaSet{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.AppsV1().ReplicaSets("").List(ctx, o)
+				return c.AppsV1().ReplicaSets(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.AppsV1().ReplicaSets("").Watch(ctx, o)
+				return c.AppsV1().ReplicaSets(ns).Watch(ctx, o)
 			}},
 		Namespaces: {&corev1.Namespace{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -344,12 +390,12 @@ func known(c kubernetes.Interface) map[Resource]knownResource {
 			}},
 		EndpointSlices: {&discoveryv1.EndpointSlice{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.DiscoveryV1().EndpointSlices("").List(ctx, o)
+				return c.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+				return c.DiscoveryV1().EndpointSlices(ns).Watch(ctx, o)
 			}},
-		WarningEvents: warningEvents(c),
+		WarningEvents: warningEvents(c, ns),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,12 @@ var webInfoFamily = metric.Family{
 	Name: "kube_convergence_web_info", Type: metric.Gauge,
 	Help:   "Always 1; external_url is --web.external-url, so dashboards and rule annotations can link to the exporter.",
 	Labels: []string{"external_url"},
+}
+
+var shardInfoFamily = metric.Family{
+	Name: "kube_convergence_shard_info", Type: metric.Gauge,
+	Help:   "Always 1; shard is --shard.index of total_shards (--shard.total) namespace shards.",
+	Labels: []string{"shard", "total_shards"},
 }
 
 // buildInfo is the family client_golang's version collector builds, with
@@ -53,6 +60,9 @@ type RegisterOptions struct {
 	ExternalURL string
 	// Watch enables the list/watch metrics (collector "watch").
 	Watch bool
+	// ShardIndex and ShardTotal are --shard.index and --shard.total
+	// (ShardTotal 0: 1, unsharded).
+	ShardIndex, ShardTotal int
 }
 
 // Register registers the exporter's info metrics and, with o.Watch, the
@@ -62,8 +72,10 @@ type RegisterOptions struct {
 func Register(reg prometheus.Registerer, o RegisterOptions) (informers.Wrapper, error) {
 	webInfo := webInfoFamily.NewGaugeVec()
 	webInfo.WithLabelValues(o.ExternalURL).Set(1)
+	shardInfo := shardInfoFamily.NewGaugeVec()
+	shardInfo.WithLabelValues(strconv.Itoa(o.ShardIndex), strconv.Itoa(max(o.ShardTotal, 1))).Set(1)
 	build := buildInfo()
-	if err := metric.Register(reg, metric.Declare(build.NewGaugeFunc(func() float64 { return 1 }), build), metric.Declare(webInfo, webInfoFamily)); err != nil {
+	if err := metric.Register(reg, metric.Declare(build.NewGaugeFunc(func() float64 { return 1 }), build), metric.Declare(webInfo, webInfoFamily), metric.Declare(shardInfo, shardInfoFamily)); err != nil {
 		return nil, fmt.Errorf("register info metrics: %w", err)
 	}
 	if !o.Watch {

@@ -34,6 +34,7 @@ var ChartSources = []string{
 	"deploy/components/network-policy/networkpolicy.yaml",
 	"deploy/components/admission-probes/role.yaml",
 	"deploy/components/admission-probes/rolebinding.yaml",
+	"deploy/components/ha/poddisruptionbudget.yaml",
 }
 
 // ChartCopyPath is where the chart keeps its copy of src.
