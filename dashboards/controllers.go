@@ -27,12 +27,12 @@ func controllers(*bundled) (*board, error) {
 			"A lower bound: the legacy recorder admits 25 events per object and then one per 5 minutes, the events.k8s.io recorder writes a series "+
 			"only every 30 minutes after its second occurrence. Empty until a controller records a Warning while the exporter watches.",
 		perMinuteUnit,
-		series(perMinute(fmt.Sprintf(`sum by (controller, reason) (rate(kube_convergence_controller_retries_total{%s}[$__rate_interval]))`, csel)), "{{controller}} {{reason}}"))
+		series(perMinute(fmt.Sprintf(`sum by (controller, reason) (%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_controller_retries_total{%s}[$__rate_interval])`, csel)))), "{{controller}} {{reason}}"))
 	failing := timeseriesPanel("Objects failing now",
 		"Objects whose last Warning occurrence is younger than retries.failingWindow (default 20m, longer than client-go's 1000 s maximum back-off), "+
 			"35m after an open events.k8s.io series' write, per controller, reason and kind. Empty until a controller records a Warning.",
 		units.Short,
-		series(fmt.Sprintf(`sum by (controller, reason, kind) (kube_convergence_controller_failing_objects{%s})`, csel), "{{controller}} {{reason}} {{kind}}"))
+		series(fmt.Sprintf(`sum by (controller, reason, kind) (%s)`, replicas(fmt.Sprintf(`kube_convergence_controller_failing_objects{%s}`, csel))), "{{controller}} {{reason}} {{kind}}"))
 	brd.line(8, span(12, retries), span(12, failing))
 	interval := timeseriesPanel("Gap between occurrences on one object",
 		"Median and p90 of the gap between consecutive live occurrences on the same object and reason: growing gaps are a controller backing off, "+
@@ -45,7 +45,7 @@ func controllers(*bundled) (*board, error) {
 		"Gaps the recorder may have timed: after a legacy object's spam bucket drained (25 events, then one per 5 minutes) with several Events on it, "+
 			"and events.k8s.io series writes after count 2. They say nothing about back-off. Empty when no object was throttled.",
 		"suffix:/h",
-		series(fmt.Sprintf(`sum by (controller, kind) (rate(kube_convergence_controller_retry_intervals_recorder_limited_total{%s}[$__rate_interval])) * 3600`, csel), "{{controller}} {{kind}}"))
+		series(fmt.Sprintf(`sum by (controller, kind) (%s) * 3600`, replicas(fmt.Sprintf(`rate(kube_convergence_controller_retry_intervals_recorder_limited_total{%s}[$__rate_interval])`, csel))), "{{controller}} {{kind}}"))
 	brd.line(8, span(12, interval), span(12, limited))
 
 	brd.row("Write churn")
@@ -54,7 +54,7 @@ func controllers(*bundled) (*board, error) {
 			"Identical rewrites are invisible (the API server does not store them); nodes and EndpointSlices are excluded by default (churn.exclude). "+
 			"Never empty while the exporter runs on a cluster with writes.",
 		units.RequestsPerSecond,
-		series(fmt.Sprintf(`sum by (kind, generation_changed) (rate(kube_convergence_object_updates_total{%s}[$__rate_interval]))`, sel), "{{kind}} generation_changed={{generation_changed}}"))
+		series(fmt.Sprintf(`sum by (kind, generation_changed) (%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_object_updates_total{%s}[$__rate_interval])`, sel))), "{{kind}} generation_changed={{generation_changed}}"))
 	hot := tablePanel("Hot objects",
 		"Objects written more than churn.hotWrites times (default 60) in churn.window (default 5m) by one field manager, most writes first: "+
 			"the manager is the one whose managedFields entry moved. Empty when nothing is hot.",
@@ -66,7 +66,7 @@ func controllers(*bundled) (*board, error) {
 		"Writes that moved a field back to the field manager it had left within churn.flapWindow (default 10m), per kind and manager pair "+
 			"(Deployments, StatefulSets, DaemonSets). Apply conflicts without force and webhook mutations are invisible. Empty when nobody fights.",
 		map[string]string{"Value": "Flaps", "kind": "Kind", "manager_a": "Manager A", "manager_b": "Manager B"}, nil,
-		tableQuery(fmt.Sprintf(`sum by (kind, manager_a, manager_b) (increase(kube_convergence_field_ownership_flaps_total{%s}[$__range])) > 0`, sel))).
+		tableQuery(fmt.Sprintf(`sum by (kind, manager_a, manager_b) (%s) > 0`, replicas(fmt.Sprintf(`increase(kube_convergence_field_ownership_flaps_total{%s}[$__range])`, sel))))).
 		Decimals(0)
 	brd.line(8, span(24, flaps))
 

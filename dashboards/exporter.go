@@ -86,8 +86,8 @@ func exporterHealth(*bundled) (*board, error) {
 		"Stalled rollouts and pods per minute that got no per-object series because stall.seriesLimit was reached: they are missing from the stalled "+
 			"tables and KubeConvergenceRolloutStuck cannot fire for them. 0 is the healthy value; raise the limit or fix the stuck objects in bulk. "+neverEmpty,
 		perMinuteUnit,
-		series(perMinute(fmt.Sprintf(`sum(rate(kube_convergence_rollout_stalled_series_dropped_total{%s}[$__rate_interval]))`, sel)), "rollouts"),
-		series(perMinute(fmt.Sprintf(`sum(rate(kube_convergence_pod_stalled_series_dropped_total{%s}[$__rate_interval]))`, sel)), "pods"))
+		series(perMinute(fmt.Sprintf(`sum(%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_rollout_stalled_series_dropped_total{%s}[$__rate_interval])`, sel)))), "rollouts"),
+		series(perMinute(fmt.Sprintf(`sum(%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_pod_stalled_series_dropped_total{%s}[$__rate_interval])`, sel)))), "pods"))
 	build := tablePanel("Build",
 		"The running version of each exporter instance (kube_convergence_build_info). "+neverEmpty,
 		map[string]string{"instance": "Instance", "version": "Version", "revision": "Revision", "branch": "Branch", "goversion": "Go"},

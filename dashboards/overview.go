@@ -47,21 +47,21 @@ func overview(b *bundled) (*board, error) {
 			"Rollout episodes open now: a spec write of a Deployment, StatefulSet or DaemonSet not yet converged or otherwise closed. "+
 				"Usually 0 between deploys; empty before the exporter saw any rollout in the selection.",
 			units.Short,
-			instant(fmt.Sprintf(`sum(kube_convergence_rollouts_in_progress{%s})`, rolloutSel), "in progress"))),
+			instant(fmt.Sprintf(`sum(%s)`, replicas(fmt.Sprintf(`kube_convergence_rollouts_in_progress{%s}`, rolloutSel))), "in progress"))),
 		span(6, statPanel("Stalled rollouts",
 			"Rollouts older than the stall threshold (--stall.threshold, 5m by default) that have not converged: each one is a row of Top stalled rollouts. 0 is the healthy value; never empty.",
 			units.Short,
-			instant(fmt.Sprintf(`count(kube_convergence_rollout_stalled_seconds{%s}) or vector(0)`, rolloutSel), "stalled")).
+			instant(fmt.Sprintf(`count(%s) or vector(0)`, replicas(fmt.Sprintf(`kube_convergence_rollout_stalled_seconds{%s}`, rolloutSel))), "stalled")).
 			Thresholds(noneIsGood)),
 		span(6, statPanel("Pods not ready",
 			"Pods in phase Pending or Running, not terminating, whose Ready condition is not True, now: pods starting, failing or stuck. "+
 				"A few during rollouts is normal; see Pods and endpoints for the reasons. Empty only when the exporter has seen no pod in the selected namespaces.",
 			units.Short,
-			instant(fmt.Sprintf(`sum(kube_convergence_pods_not_ready{%s})`, podSel), "not ready"))),
+			instant(fmt.Sprintf(`sum(%s)`, replicas(fmt.Sprintf(`kube_convergence_pods_not_ready{%s}`, podSel))), "not ready"))),
 		span(6, statPanel("Stalled pods",
 			"Pods not ready for longer than the stall threshold (stall.perKind.Pod, else --stall.threshold). 0 is the healthy value; never empty.",
 			units.Short,
-			instant(fmt.Sprintf(`count(kube_convergence_pod_stalled_seconds{%s}) or vector(0)`, podSel), "stalled")).
+			instant(fmt.Sprintf(`count(%s) or vector(0)`, replicas(fmt.Sprintf(`kube_convergence_pod_stalled_seconds{%s}`, podSel))), "stalled")).
 			Thresholds(noneIsGood)),
 	)
 	stalledRollouts := withTimelineLink(tablePanel("Top stalled rollouts",

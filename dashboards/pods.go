@@ -54,7 +54,7 @@ func podsAndEndpoints(b *bundled) (*board, error) {
 		"How many pods turned Ready (over the rate window ending at each column), by how long it took from creation (the le buckets of "+podStartupHistogram+"{stage=\"ready\"}); "+
 			"exemplars carry the pod's uid and name. Creation to Ready includes image pulls and init containers, unlike SIG Scalability's pod startup SLI. "+
 			"Empty while no pod starts.",
-		heatmapQuery(fmt.Sprintf(`sum by (le) (increase(%s_bucket{%s, stage="ready"}[$__rate_interval]))`, podStartupHistogram, startSel)))
+		heatmapQuery(fmt.Sprintf(`sum by (le) (%s)`, replicas(fmt.Sprintf(`increase(%s_bucket{%s, stage="ready"}[$__rate_interval])`, podStartupHistogram, startSel)))))
 	brd.line(9, span(12, toStage), span(12, heat))
 
 	intervalSel := nsSel // the interval histogram has no owner_kind
@@ -78,9 +78,9 @@ func podsAndEndpoints(b *bundled) (*board, error) {
 	for _, t := range startupSLOs {
 		sel := fmt.Sprintf("%s, %s", startSel, matchers(t.match))
 		sli = append(sli,
-			series(perMinute(fmt.Sprintf(`sum(rate(%s_bucket{%s, le=%q}[$__rate_interval]))`, podStartupHistogram, sel, t.label)),
+			series(perMinute(fmt.Sprintf(`sum(%s)`, replicas(fmt.Sprintf(`rate(%s_bucket{%s, le=%q}[$__rate_interval])`, podStartupHistogram, sel, t.label)))),
 				fmt.Sprintf("%s: within %gs", t.slo, t.seconds)),
-			series(perMinute(fmt.Sprintf(`sum(rate(kube_convergence_pod_startup_threshold_exceeded_total{%s, threshold=%q}[$__rate_interval]))`, sel, t.label)),
+			series(perMinute(fmt.Sprintf(`sum(%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_pod_startup_threshold_exceeded_total{%s, threshold=%q}[$__rate_interval])`, sel, t.label)))),
 				fmt.Sprintf("%s: past %gs", t.slo, t.seconds)))
 		sliWhat = append(sliWhat, fmt.Sprintf("%s (%s, %gs)", t.slo, matchers(t.match), t.seconds))
 	}
@@ -97,7 +97,7 @@ func podsAndEndpoints(b *bundled) (*board, error) {
 			"init_failing, image_pull, crash_loop, readiness_gate, readiness_failing, other (pods starting normally are other until they are Ready). "+
 			"0 is the steady state; every reason is exposed, 0 included, for each namespace that had pods, so the panel is empty only for namespaces without pods.",
 		units.Short,
-		series(fmt.Sprintf(`sum by (reason) (kube_convergence_pods_not_ready{%s})`, nsSel), "{{reason}}")).
+		series(fmt.Sprintf(`sum by (reason) (%s)`, replicas(fmt.Sprintf(`kube_convergence_pods_not_ready{%s}`, nsSel))), "{{reason}}")).
 		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal))
 	stalledSel := fmt.Sprintf(`max by (cluster, namespace, name, stage, reason) (kube_convergence_pod_stalled_seconds{%s})`, nsSel)
 	stalled := tablePanel("Stalled pods",
@@ -132,7 +132,7 @@ func podsAndEndpoints(b *bundled) (*board, error) {
 		"Pairs of a Ready pod and a Service selecting it whose wait for the ready endpoint passed each threshold (seconds), per minute, counted the moment "+
 			"it happens: pods never published count here while they wait. Empty while every pod is published faster than the smallest bucket (50 ms).",
 		perMinuteUnit,
-		series(perMinute(fmt.Sprintf(`sum by (threshold) (rate(kube_convergence_endpoint_propagation_threshold_exceeded_total{%s}[$__rate_interval]))`, nsSel)), "past {{threshold}}s"))
+		series(perMinute(fmt.Sprintf(`sum by (threshold) (%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_endpoint_propagation_threshold_exceeded_total{%s}[$__rate_interval])`, nsSel)))), "past {{threshold}}s"))
 	triggerLag := timeseriesPanel("EndpointSlice update lag behind the pod change (estimate)",
 		"The exporter's receive time of an EndpointSlice update minus its endpoints.kubernetes.io/last-change-trigger-time annotation (the earliest pod change "+
 			"the update reflects, by the node's clock): the EndpointSlice controller's share of propagation, p50 and p90. One-second precision, reads up to "+

@@ -90,7 +90,7 @@ func rollouts(b *bundled) (*board, error) {
 		"How many rollouts reached the stage $stage (over the rate window ending at each column), by how long it took from the spec write "+
 			"(the le buckets of "+rolloutHistogram+"). "+
 			"Exemplars (dots) carry the object's uid, generation and name. Empty while no rollout reaches the stage: rollouts only happen on spec writes.",
-		heatmapQuery(fmt.Sprintf(`sum by (le) (increase(%s{%s, stage=~"$stage"}[$__rate_interval]))`, bucket, sel)))
+		heatmapQuery(fmt.Sprintf(`sum by (le) (%s)`, replicas(fmt.Sprintf(`increase(%s{%s, stage=~"$stage"}[$__rate_interval])`, bucket, sel)))))
 	byKind := thresholdLines(timeseriesPanel("p90 time to each stage, by kind",
 		"90th percentile of the time from a spec write to each stage, per kind and stage, over the rate window; exemplars link single rollouts. "+
 			"A stage that took longer than the largest bucket (1h) shows as 3600 s. Gaps are windows without rollouts."+describeSLOLines(slos),
@@ -112,7 +112,7 @@ func rollouts(b *bundled) (*board, error) {
 			"Empty when no rollout reached any stage in the range.",
 		map[string]string{"Value #A": "p50", "Value #B": "p90", "Value #C": "p99", "Value #D": "Rollouts", "kind": "Kind", "stage": "Stage"}, nil,
 		quantile(0.5), quantile(0.9), quantile(0.99),
-		tableQuery(fmt.Sprintf(`sum by (kind, stage) (increase(%s_count{%s}[$__range]))`, rolloutHistogram, sel))).
+		tableQuery(fmt.Sprintf(`sum by (kind, stage) (%s)`, replicas(fmt.Sprintf(`increase(%s_count{%s}[$__range])`, rolloutHistogram, sel))))).
 		Unit(units.Seconds).
 		OverrideByName("Rollouts", []dashboard.DynamicConfigValue{unitProp(units.Short), decimalsProp(0)})
 	brd.line(9, span(12, byNamespace), span(12, quantiles))
@@ -138,13 +138,13 @@ func rollouts(b *bundled) (*board, error) {
 	byReason := timeseriesPanel("Stalled rollouts, by reason",
 		"Number of stalled rollouts over time, by the most specific reason found. Legitimately empty when nothing was stalled.",
 		units.Short,
-		series(fmt.Sprintf(`count by (reason) (kube_convergence_rollout_stalled_seconds{%s})`, sel), "{{reason}}")).
+		series(fmt.Sprintf(`count by (reason) (%s)`, replicas(fmt.Sprintf(`kube_convergence_rollout_stalled_seconds{%s}`, sel))), "{{reason}}")).
 		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal))
 	var bad []query
 	var badWhat []string
 	for _, t := range slos {
-		bad = append(bad, series(perMinute(fmt.Sprintf(`sum by (kind) (rate(kube_convergence_rollout_threshold_exceeded_total{%s, %s, threshold=%q}[$__rate_interval]))`,
-			sel, matchers(t.match), t.label)), fmt.Sprintf("%s: {{kind}} past %gs", t.slo, t.seconds)))
+		bad = append(bad, series(perMinute(fmt.Sprintf(`sum by (kind) (%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_rollout_threshold_exceeded_total{%s, %s, threshold=%q}[$__rate_interval])`,
+			sel, matchers(t.match), t.label)))), fmt.Sprintf("%s: {{kind}} past %gs", t.slo, t.seconds)))
 		badWhat = append(badWhat, fmt.Sprintf("%s (%s, threshold %q)", t.slo, matchers(t.match), t.label))
 	}
 	sloBad := timeseriesPanel("Bad events of the rollout SLOs",
@@ -159,20 +159,20 @@ func rollouts(b *bundled) (*board, error) {
 		"Rollout episodes closed per minute: converged; superseded (a newer generation came first); deleted; paused (a paused Deployment: observed, not slow); "+
 			"manual (an OnDelete template change that only an operator completes). Empty when no rollout ended in the window.",
 		perMinuteUnit,
-		series(perMinute(fmt.Sprintf(`sum by (outcome) (rate(kube_convergence_rollouts_total{%s}[$__rate_interval]))`, sel)), "{{outcome}}")).
+		series(perMinute(fmt.Sprintf(`sum by (outcome) (%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_rollouts_total{%s}[$__rate_interval])`, sel)))), "{{outcome}}")).
 		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal))
 	inProgress := timeseriesPanel("Rollouts in progress, by kind",
 		"Rollout episodes open: written, not yet converged or otherwise closed. A level that does not return to 0 between deploys means rollouts that never finish: "+
 			"see Stalled. Empty before the exporter has seen a rollout in the selection.",
 		units.Short,
-		series(fmt.Sprintf(`sum by (kind) (kube_convergence_rollouts_in_progress{%s})`, sel), "{{kind}}"))
+		series(fmt.Sprintf(`sum by (kind) (%s)`, replicas(fmt.Sprintf(`kube_convergence_rollouts_in_progress{%s}`, sel))), "{{kind}}"))
 	brd.line(8, span(12, ended), span(12, inProgress))
 
 	outcomes := tablePanel("Outcomes per kind and change over the time range",
 		"Rollout episodes ended over the whole time range, by kind, what the write changed (create, template, scale, other) and outcome. "+
 			"Empty before the exporter has seen a rollout in the selection.",
 		map[string]string{"Value": "Rollouts", "kind": "Kind", "change": "Change", "outcome": "Outcome"}, nil,
-		tableQuery(fmt.Sprintf(`sum by (kind, change, outcome) (increase(kube_convergence_rollouts_total{%s}[$__range]))`, sel))).
+		tableQuery(fmt.Sprintf(`sum by (kind, change, outcome) (%s)`, replicas(fmt.Sprintf(`increase(kube_convergence_rollouts_total{%s}[$__range])`, sel))))).
 		Decimals(0).
 		SortBy([]cog.Builder[common.TableSortByFieldState]{common.NewTableSortByFieldStateBuilder().DisplayName("Rollouts").Desc(true)})
 	recovered := timeseriesPanel("Episodes recovered",
@@ -180,7 +180,7 @@ func rollouts(b *bundled) (*board, error) {
 			"and stages already passed are not observed again. Spikes follow exporter restarts and relists; 0 otherwise, never empty (every kind is exported from the start). "+
 			"Not split by namespace (the metric has only kind).",
 		perMinuteUnit,
-		series(perMinute(`sum by (kind) (rate(kube_convergence_rollouts_recovered_total{cluster=~"$cluster", kind=~"$kind"}[$__rate_interval]))`), "{{kind}}"))
+		series(perMinute(fmt.Sprintf(`sum by (kind) (%s)`, replicas(`rate(kube_convergence_rollouts_recovered_total{cluster=~"$cluster", kind=~"$kind"}[$__rate_interval])`))), "{{kind}}"))
 	brd.line(8, span(16, outcomes), span(8, recovered))
 	return brd, nil
 }

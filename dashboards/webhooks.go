@@ -63,7 +63,7 @@ func webhooksBoard(*bundled) (*board, error) {
 		"Dry-run requests per minute by result: allowed, denied (a webhook, policy or admission plugin refused), timeout (a Fail webhook's deadline, "+
 			"a 504 or the probe's own timeout), error (anything else; the exporter logs the first). Empty unless admissionProbes are configured.",
 		perMinuteUnit,
-		series(perMinute(fmt.Sprintf(`sum by (probe, result) (rate(kube_convergence_admission_probe_results_total{%s}[$__rate_interval]))`, sel)), "{{probe}} {{result}}"))
+		series(perMinute(fmt.Sprintf(`sum by (probe, result) (%s)`, replicas(fmt.Sprintf(`rate(kube_convergence_admission_probe_results_total{%s}[$__rate_interval])`, sel)))), "{{probe}} {{result}}"))
 	matched := tablePanel("Webhooks each probe goes through",
 		"The webhooks whose rules and selectors match each probe's request (webhooks with matchConditions are possible matches). "+
 			"Empty unless admissionProbes are configured.",

@@ -72,6 +72,24 @@ const (
 	groupPrefix   = "slo-"
 )
 
+// ReplicaLabels are the target labels in which two HA replicas of the
+// exporter differ while exporting the same series: the address Prometheus
+// scrapes and, under prometheus-operator, the pod. Every other label
+// (job, namespace of the series, service, endpoint, container) is the
+// same for both.
+var ReplicaLabels = []string{"instance", "pod"}
+
+// Dedup folds the replicas of the exporter into one series: max without
+// (instance, pod). Max, not sum: each replica counts every event, and two
+// replicas' counters differ a little (they started at different times),
+// so the rate or increase of the replica that saw the most stands for
+// the event count; a replica that is down or restarting is covered by
+// its twin. Shards keep apart: the families the SLIs read carry the
+// namespace, and each shard owns other namespaces.
+func Dedup(expr string) string {
+	return "max without (" + strings.Join(ReplicaLabels, ", ") + ") (" + expr + ")"
+}
+
 // DefaultSelector selects the exporter's scrape targets: the job the
 // ServiceMonitor of deploy/ gives them (prometheus-operator names the job
 // after the Service, or after the label its jobLabel names).
@@ -182,8 +200,10 @@ func generateSLO(s *SLO, o Options) (RuleGroup, error) {
 		if !ok {
 			return g, fmt.Errorf("unknown latency metric %q", l.Metric)
 		}
-		good := a.sum(fmt.Sprintf("rate(%s[5m])", l.goodSelector(m)))
-		bad := a.sum(fmt.Sprintf("rate(%s[5m])", l.badSelector(m)))
+		// Replicas first (each HA replica counts every event), then
+		// shards (disjoint namespaces: their series differ in namespace).
+		good := a.sum(Dedup(fmt.Sprintf("rate(%s[5m])", l.goodSelector(m))))
+		bad := a.sum(Dedup(fmt.Sprintf("rate(%s[5m])", l.badSelector(m))))
 		g.Rules = append(g.Rules,
 			Rule{Record: RecordBadRate, Expr: a.orZero(bad), Labels: base},
 			Rule{Record: RecordTotalRate, Expr: "(" + a.orZero(good) + ")\n+\n(" + a.orZero(bad) + ")", Labels: base},

@@ -348,3 +348,40 @@ func TestPrometheusRule(t *testing.T) {
 		t.Errorf("duplicate groups: %v", err)
 	}
 }
+
+// The raw reads of a latency SLI fold the exporter's HA replicas (max of
+// the rate without instance and pod) inside the sum over shards, with or
+// without --group-by; a ratio SLI's queries are the user's, left as they
+// are (three API servers are not replicas). rules/tests/replicas.test.yml
+// checks the values with promtool.
+func TestRawReadsFoldReplicas(t *testing.T) {
+	doc := fmt.Sprintf(latencySLO, "30d") + `  - name: ratio
+    objective: 0.95
+    period: 30d
+    sli:
+      ratio:
+        errorQuery: sum(rate(http_requests_total{code=~"5.."}[{{.window}}]))
+        totalQuery: sum(rate(http_requests_total[{{.window}}]))
+`
+	for _, o := range []Options{{}, {GroupBy: []string{"cluster"}}} {
+		rf, err := GenerateWith(mustParse(t, doc), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := "sum("
+		if len(o.GroupBy) > 0 {
+			sum = "sum by (cluster) ("
+		}
+		latency := records(&RuleFile{Groups: rf.Groups[:1]})
+		for _, rec := range []string{RecordBadRate, RecordTotalRate} {
+			e := latency[rec].Expr
+			if n, m := strings.Count(e, "rate("), strings.Count(e, sum+"max without (instance, pod) (rate("); n == 0 || n != m {
+				t.Errorf("%v: %s: %d rate() reads, %d folded as %smax without (instance, pod) (rate(...))):\n%s", o.GroupBy, rec, n, m, sum, e)
+			}
+		}
+		ratio := records(&RuleFile{Groups: rf.Groups[1:2]})
+		if e := ratio[RecordBadRate].Expr; strings.Contains(e, "max without") {
+			t.Errorf("%v: the ratio SLI's query was rewritten:\n%s", o.GroupBy, e)
+		}
+	}
+}

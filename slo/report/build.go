@@ -233,10 +233,10 @@ func (q *querier) counts(ctx context.Context, end time.Time, d time.Duration) (E
 		if err != nil {
 			return e, false, err
 		}
-		if e.Good, goodOK, err = q.scalar(ctx, fmt.Sprintf("sum(increase(%s[%s]))", good, rng), end); err != nil {
+		if e.Good, goodOK, err = q.scalar(ctx, fmt.Sprintf("sum(%s)", slo.Dedup(fmt.Sprintf("increase(%s[%s])", good, rng))), end); err != nil {
 			return e, false, err
 		}
-		if e.Bad, badOK, err = q.scalar(ctx, fmt.Sprintf("sum(increase(%s[%s]))", bad, rng), end); err != nil {
+		if e.Bad, badOK, err = q.scalar(ctx, fmt.Sprintf("sum(%s)", slo.Dedup(fmt.Sprintf("increase(%s[%s])", bad, rng))), end); err != nil {
 			return e, false, err
 		}
 		e.Total = e.Good + e.Bad
@@ -446,7 +446,7 @@ func (q *querier) worst(ctx context.Context, at time.Time, window time.Duration,
 			return w, err
 		}
 		badExpr = func(by string) string {
-			return fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, bad, promDuration(window))
+			return fmt.Sprintf("sum by (%s) (%s)", by, slo.Dedup(fmt.Sprintf("increase(%s[%s])", bad, promDuration(window))))
 		}
 		for _, l := range []string{"namespace", "kind", "owner_kind", "stage"} {
 			if !m.HasLabel(l) || (l == "stage" && len(sli.Latency.Match["stage"]) == 1) {
