@@ -62,6 +62,7 @@ type serveFlags struct {
 	disableExporter bool
 	externalURL     string
 	shutdownTimeout time.Duration
+	enablePprof     bool
 	kubeconfig      string
 	qps             float32
 	burst           int
@@ -99,6 +100,7 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own process and Go runtime metrics (process_*, go_*, promhttp_*).").BoolVar(&f.disableExporter)
 	serveCmd.Flag("web.external-url", "URL under which the exporter is reachable by people (exposed as kube_convergence_web_info{external_url} for dashboard and alert links).").Default("").StringVar(&f.externalURL)
 	serveCmd.Flag("web.shutdown-timeout", "How long to drain HTTP connections on SIGINT/SIGTERM.").Default("10s").DurationVar(&f.shutdownTimeout)
+	serveCmd.Flag("web.enable-pprof", "Serve Go's net/http/pprof profiles under /debug/pprof/ on the main listener, behind the TLS and basic auth of --web.config.file like /metrics.").BoolVar(&f.enablePprof)
 	serveCmd.Flag("kubeconfig", "Path to a kubeconfig. Without it: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config.").Default("").StringVar(&f.kubeconfig)
 	serveCmd.Flag("kube.qps", "Queries per second to the API server.").Default("20").Float32Var(&f.qps)
 	serveCmd.Flag("kube.burst", "Burst of queries to the API server.").Default("40").IntVar(&f.burst)
@@ -235,6 +237,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		Logger:        logger,
 		// The timeline store the collectors feed.
 		Timelines: timelineweb.Options{Source: timelines, Now: time.Now, ExternalURL: f.externalURL},
+		Pprof:     f.enablePprof,
 	}
 	for _, r := range cfg.Resources {
 		handlerOpts.Timelines.CustomResources = append(handlerOpts.Timelines.CustomResources, r.String())
