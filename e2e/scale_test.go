@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,7 +37,10 @@ func TestScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--kube.qps=200", "--kube.burst=400")
+	// --web.enable-pprof: with KCE_SCALE_PROFILES=DIR the run keeps a
+	// 30 s CPU profile and a heap profile of the template-change churn
+	// there (docs/performance.md aggregates them per package).
+	e := startExporter(t, "--kubeconfig="+sb.Kubeconfig(""), "--kube.qps=200", "--kube.burst=400", "--web.enable-pprof")
 	e.waitReady(60 * time.Second)
 	const namespaces, perNamespace, replicas = 20, 10, 10
 	start := time.Now()
@@ -68,6 +73,7 @@ func TestScale(t *testing.T) {
 	}
 	eventually(t, 10*time.Minute, "every Deployment converged", converged(total))
 	t.Logf("created and converged %d Deployments (%d pods) in %v", total, total*replicas, time.Since(start).Round(time.Second))
+	profiled := profileChurn(t, e, os.Getenv("KCE_SCALE_PROFILES"))
 	for n := range namespaces {
 		for d := range perNamespace {
 			setImage(t, fmt.Sprintf("scale-%02d", n), fmt.Sprintf("app-%02d", d), "registry.example/app:v2")
@@ -75,6 +81,7 @@ func TestScale(t *testing.T) {
 	}
 	eventually(t, 10*time.Minute, "every rollout converged", converged(2*total))
 	t.Logf("rolled all %d Deployments in %v since start", total, time.Since(start).Round(time.Second))
+	<-profiled
 
 	code, body, err := e.get("/metrics")
 	if err != nil || code != 200 {
@@ -103,4 +110,35 @@ func TestScale(t *testing.T) {
 	}
 	t.Logf("exporter: RSS %d MiB (peak %d MiB); /metrics %.1f KB, %d lines, served in %v",
 		mem["VmRSS:"], mem["VmHWM:"], float64(len(body))/1024, series, scrapeTook.Round(time.Millisecond))
+}
+
+// profileChurn fetches, into dir, a 30 s CPU profile of the exporter
+// starting now, then its heap profile; the channel closes when both are
+// written (at once without dir). A failed fetch fails the test.
+func profileChurn(t *testing.T, e *exporterProc, dir string) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	if dir == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		for _, p := range []struct{ path, file string }{
+			{"/debug/pprof/profile?seconds=30", "cpu.pprof"},
+			{"/debug/pprof/heap", "heap.pprof"},
+		} {
+			code, body, err := e.get(p.path)
+			if err != nil || code != http.StatusOK {
+				t.Errorf("GET %s = %d %v", p.path, code, err)
+				return
+			}
+			if err := os.WriteFile(filepath.Join(dir, p.file), []byte(body), 0o600); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		t.Logf("profiles of the churn in %s", dir)
+	}()
+	return done
 }
