@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e rules-test rules-mutation soak scale demo generate lint tools chromium clean
+.PHONY: all build test test-unit test-e2e bench bench-smoke rules-test rules-mutation soak scale demo generate lint tools chromium clean
 
 all: build
 
@@ -42,12 +42,25 @@ tools:
 test: chromium tools build
 	$(GO) vet ./...
 	$(MAKE) lint
-	$(MAKE) test-unit test-e2e
+	$(MAKE) test-unit bench-smoke test-e2e
 
 # Unit packages run with the race detector: handlers of different informers,
 # Tick and Collect share each collector's state.
 test-unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
+
+## bench: every benchmark of the unit packages, 6 runs each, into
+## bench.txt in benchstat's format (docs/performance.md; about 11 minutes
+## on 2 busy cores). Compare two runs with benchstat old.txt bench.txt.
+bench:
+	@# Not a pipe into tee: sh has no pipefail, a failing benchmark must fail make.
+	$(GO) test -count=6 -run '^$$' -bench . -benchmem -timeout 60m $(UNIT_PKGS) > bench.txt; status=$$?; cat bench.txt; exit $$status
+
+# bench-smoke: each benchmark once, so that none rots (make test). The
+# e2e, sandbox and deploy packages have no benchmark and would each start
+# a control plane for nothing.
+bench-smoke:
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x $(UNIT_PKGS)
 
 test-e2e: chromium
 	$(GO) test -count=1 -p 1 -timeout 30m $(E2E_PKGS)

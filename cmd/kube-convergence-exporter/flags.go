@@ -55,6 +55,9 @@ func (f *serveFlags) validate() error {
 	if f.shutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--web.shutdown-timeout: must not be negative, got %v", f.shutdownTimeout))
 	}
+	if err := validateMemLimitRatio(f.memLimitRatio); err != nil {
+		errs = append(errs, fmt.Errorf("--auto-gomemlimit.ratio: %w", err))
+	}
 	return errors.Join(errs...)
 }
 

@@ -97,6 +97,12 @@ func TestServeFlagValidation(t *testing.T) {
 			p + `--kube.namespaces: empty namespace name at position 1 of ",team-a" (see --help)`},
 		{"namespace included and excluded", []string{"--kube.namespaces=team-a,team-b", "--kube.namespaces-exclude=team-b"},
 			p + `--kube.namespaces: "team-b" is also in --kube.namespaces-exclude (see --help)`},
+		{"memory limit ratio above 1", []string{"--auto-gomemlimit.ratio=1.5"},
+			p + `--auto-gomemlimit.ratio: must be in [0, 1] (0 turns it off), got 1.5 (the fraction of the cgroup memory limit the Go runtime is told to stay under) (see --help)`},
+		{"negative memory limit ratio", []string{"--auto-gomemlimit.ratio=-0.1"},
+			p + `--auto-gomemlimit.ratio: must be in [0, 1] (0 turns it off), got -0.1 (the fraction of the cgroup memory limit the Go runtime is told to stay under) (see --help)`},
+		{"memory limit ratio NaN", []string{"--auto-gomemlimit.ratio=NaN"},
+			p + `--auto-gomemlimit.ratio: must be in [0, 1] (0 turns it off), got NaN (the fraction of the cgroup memory limit the Go runtime is told to stay under) (see --help)`},
 		{"two bad flags, two lines", []string{"--web.telemetry-path=metrics", "--stall.threshold=0s"},
 			p + `--web.telemetry-path: "metrics" is not absolute; want an absolute path such as /metrics` + "\n" +
 				p + `--stall.threshold: must be a positive duration such as 5m, got 0s (an unconverged object counts as stalled once it is older than this) (see --help)`},
@@ -121,10 +127,15 @@ func TestServeFlagsAccepted(t *testing.T) {
 		{"/metrics", "127.0.0.1:0", "127.0.0.1:0"}, // port 0: the kernel picks two ports
 	} {
 		listen := []string{tc.listen}
-		f := serveFlags{telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1, shardTotal: 1}
+		f := serveFlags{memLimitRatio: DefaultMemLimitRatio, telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1, shardTotal: 1}
 		f.web = &web.FlagConfig{WebListenAddresses: &listen}
 		if err := f.validate(); err != nil {
 			t.Errorf("%+v: %v", tc, err)
+		}
+	}
+	for _, r := range []float64{0, 0.5, 1} {
+		if err := validateMemLimitRatio(r); err != nil {
+			t.Errorf("--auto-gomemlimit.ratio=%v: %v", r, err)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,8 @@ type serveFlags struct {
 	disableExporter bool
 	externalURL     string
 	shutdownTimeout time.Duration
+	enablePprof     bool
+	memLimitRatio   float64
 	kubeconfig      string
 	qps             float32
 	burst           int
@@ -104,6 +107,8 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own process and Go runtime metrics (process_*, go_*, promhttp_*).").BoolVar(&f.disableExporter)
 	serveCmd.Flag("web.external-url", "URL under which the exporter is reachable by people (exposed as kube_convergence_web_info{external_url} for dashboard and alert links).").Default("").StringVar(&f.externalURL)
 	serveCmd.Flag("web.shutdown-timeout", "How long to drain HTTP connections on SIGINT/SIGTERM.").Default("10s").DurationVar(&f.shutdownTimeout)
+	serveCmd.Flag("web.enable-pprof", "Serve Go's net/http/pprof profiles under /debug/pprof/ on the main listener, behind the TLS and basic auth of --web.config.file like /metrics.").BoolVar(&f.enablePprof)
+	serveCmd.Flag("auto-gomemlimit.ratio", "Set the Go runtime's memory limit to this fraction of the container's cgroup memory limit at start, so the garbage collector works harder before the OOM killer strikes; in [0, 1], 0 turns it off. GOMEMLIMIT in the environment wins.").Default(strconv.FormatFloat(DefaultMemLimitRatio, 'g', -1, 64)).Float64Var(&f.memLimitRatio)
 	serveCmd.Flag("kubeconfig", "Path to a kubeconfig. Without it: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config.").Default("").StringVar(&f.kubeconfig)
 	serveCmd.Flag("kube.qps", "Queries per second to the API server.").Default("20").Float32Var(&f.qps)
 	serveCmd.Flag("kube.burst", "Burst of queries to the API server.").Default("40").IntVar(&f.burst)
@@ -161,6 +166,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	// One logging pipeline: client-go logs through klog, exporter-toolkit
 	// and our code through slog; route klog into the same handler.
 	klog.SetSlogLogger(logger)
+	setMemoryLimit(f.memLimitRatio, memlimit.FromCgroup, logger)
 
 	cfg := config.Default()
 	if f.configFile != "" {
@@ -259,6 +265,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		Logger:        logger,
 		// The timeline store the collectors feed.
 		Timelines: timelineweb.Options{Source: timelines, Now: time.Now, ExternalURL: f.externalURL},
+		Pprof:     f.enablePprof,
 	}
 	for _, r := range cfg.Resources {
 		handlerOpts.Timelines.CustomResources = append(handlerOpts.Timelines.CustomResources, r.String())

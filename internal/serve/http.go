@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"path"
 	"slices"
 	"strconv"
@@ -100,6 +101,8 @@ type HandlerOptions struct {
 	// Timelines serves /api/v1/timelines and /timelines when its Source
 	// (the timeline store) is set.
 	Timelines timelineweb.Options
+	// Pprof serves net/http/pprof under PprofPath (--web.enable-pprof).
+	Pprof bool
 }
 
 // Paths of the probes, on the main listener and on the probe listener.
@@ -107,6 +110,9 @@ const (
 	HealthzPath = "/healthz"
 	ReadyzPath  = "/readyz"
 )
+
+// PprofPath is where --web.enable-pprof serves net/http/pprof.
+const PprofPath = "/debug/pprof/"
 
 // LandingStylePath serves the landing page's stylesheet (landingPage).
 const LandingStylePath = "/landing.css"
@@ -132,8 +138,8 @@ func ValidateTelemetryPath(p string) error {
 		return fmt.Errorf(`"/" is the landing page; %s`, want)
 	case p == HealthzPath || p == ReadyzPath:
 		return fmt.Errorf("%q is the %s probe; %s", p, probeName(p), want)
-	case p == LandingStylePath || timelineweb.Reserved(p):
-		return fmt.Errorf("%q is taken by the landing page or the timelines; %s", p, want)
+	case p == LandingStylePath || timelineweb.Reserved(p) || strings.HasPrefix(p+"/", PprofPath):
+		return fmt.Errorf("%q is taken by the landing page, the timelines or pprof; %s", p, want)
 	case strings.IndexFunc(p, func(r rune) bool { return !pathChar(r) }) >= 0:
 		// ServeMux reads "{...}" as a wildcard, a space as a method
 		// separator and "%" as an escape; none belongs in a scrape path.
@@ -155,8 +161,9 @@ func probeName(p string) string {
 	return "readiness"
 }
 
-// Handler serves the landing page, the metrics, /healthz, /readyz and,
-// with o.Timelines.Source, the timelines API and page.
+// Handler serves the landing page, the metrics, /healthz, /readyz,
+// with o.Timelines.Source the timelines API and page, and with o.Pprof
+// net/http/pprof.
 func Handler(o HandlerOptions) (http.Handler, error) {
 	if err := ValidateTelemetryPath(o.TelemetryPath); err != nil {
 		return nil, fmt.Errorf("telemetry path: %w", err)
@@ -180,13 +187,18 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 		web.LandingLinks{Address: HealthzPath, Text: "Liveness (fails only when informer events stay unhandled)"},
 		web.LandingLinks{Address: ReadyzPath, Text: "Readiness (informers synced, collectors disabled by RBAC)"},
 	)
+	profiling := "false"
+	if o.Pprof {
+		addPprof(mux)
+		profiling = "true"
+	}
 	// The links carry the path of the external URL, as the timelines
 	// page's do: a reverse proxy that strips it serves the exporter.
 	prefix := timelineweb.PathPrefix(o.Timelines.ExternalURL)
 	page, css, err := landingPage(prefix, web.LandingConfig{
 		RoutePrefix: prefix + "/",
-		// The exporter serves no /debug/pprof: no links to it.
-		Profiling:   "false",
+		// Links to /debug/pprof only when it is served.
+		Profiling:   profiling,
 		Name:        "kube-convergence-exporter",
 		Description: "Convergence and health SLOs of Kubernetes controllers: how long a spec write takes to become a converged workload serving traffic, stage by stage, and the health of the watch machinery under it.",
 		Version:     version.Info(),
@@ -201,6 +213,21 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 		_, _ = w.Write(css)
 	})
 	return withCSP(mux), nil
+}
+
+// addPprof serves net/http/pprof's index and profiles under PprofPath.
+// They are registered on mux, not on http.DefaultServeMux (which importing
+// net/http/pprof fills), so they sit behind the listener's
+// --web.config.file TLS and basic auth like /metrics, and are absent
+// without --web.enable-pprof. Index serves the named profiles (heap,
+// allocs, goroutine, block, mutex, threadcreate); profile (CPU), trace,
+// cmdline and symbol have handlers of their own.
+func addPprof(mux *http.ServeMux) {
+	mux.HandleFunc(PprofPath, pprof.Index)
+	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
+	mux.HandleFunc(PprofPath+"profile", pprof.Profile)
+	mux.HandleFunc(PprofPath+"symbol", pprof.Symbol)
+	mux.HandleFunc(PprofPath+"trace", pprof.Trace)
 }
 
 // withCSP sets the Content-Security-Policy of every response of h.

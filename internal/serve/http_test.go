@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	timelineweb "github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
@@ -55,7 +59,7 @@ func get(t *testing.T, url string) (int, string) {
 // Handler returns an error, not a ServeMux panic, for every path that
 // ValidateTelemetryPath rejects; the accepted ones serve metrics.
 func TestHandlerTelemetryPath(t *testing.T) {
-	for _, bad := range []string{"", "metrics", "/", "/healthz", "/readyz", "/metrics/", "//metrics", "/a/../metrics", "/m/{x}", "GET /metrics", "/%41"} {
+	for _, bad := range []string{"", "metrics", "/", "/healthz", "/readyz", "/metrics/", "//metrics", "/a/../metrics", "/m/{x}", "GET /metrics", "/%41", "/debug/pprof", "/debug/pprof/heap"} {
 		if _, err := Handler(handlerOptions(bad, true, true)); err == nil {
 			t.Errorf("Handler(%q): no error", bad)
 		}
@@ -326,6 +330,114 @@ func TestTelemetryPathAvoidsTimelines(t *testing.T) {
 	for _, good := range []string{"/timelines2", "/api/v1/metrics"} {
 		if err := ValidateTelemetryPath(good); err != nil {
 			t.Errorf("ValidateTelemetryPath(%q): %v", good, err)
+		}
+	}
+}
+
+// basic_auth_users of a web config: user "prometheus", password
+// pprofTestPassword, bcrypt cost 10 (exporter-toolkit accepts only bcrypt;
+// the hash of e2e/binary_test.go).
+const (
+	pprofTestUser     = "prometheus"
+	pprofTestPassword = "probe-test-secret"
+	pprofTestHash     = "$2a$10$6Cvkq62blutKKbLRKPkpQ.d79nzMZmKGP51HvImqfD9lVxRH9IWZa"
+)
+
+// --web.enable-pprof serves net/http/pprof on the main handler; without it
+// every /debug/pprof path is 404 and the landing page does not link it.
+func TestPprof(t *testing.T) {
+	paths := []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/allocs", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline", "/debug/pprof/symbol"}
+	o := handlerOptions("/metrics", true, true)
+	h, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := httptest.NewServer(h)
+	defer off.Close()
+	for _, p := range paths {
+		if code, _ := get(t, off.URL+p); code != http.StatusNotFound {
+			t.Errorf("pprof off: GET %s = %d, want 404", p, code)
+		}
+	}
+
+	o.Pprof = true
+	if h, err = Handler(o); err != nil {
+		t.Fatal(err)
+	}
+	on := httptest.NewServer(h)
+	defer on.Close()
+	for _, p := range paths {
+		if code, body := get(t, on.URL+p); code != http.StatusOK {
+			t.Errorf("pprof on: GET %s = %d, want 200: %.200s", p, code, body)
+		}
+	}
+	if _, body := get(t, on.URL+"/debug/pprof/"); !strings.Contains(body, "heap") || !strings.Contains(body, "goroutine") {
+		t.Errorf("pprof index lists no heap or goroutine profile:\n%.500s", body)
+	}
+	// The heap profile is the gzipped protobuf of runtime/pprof.
+	if _, body := get(t, on.URL+"/debug/pprof/heap"); !strings.HasPrefix(body, "\x1f\x8b") {
+		t.Errorf("/debug/pprof/heap is not a gzipped profile: %q", body[:min(len(body), 40)])
+	}
+	if _, body := get(t, on.URL+"/"); !strings.Contains(body, "debug/pprof/heap") {
+		t.Errorf("with pprof the landing page does not link the heap profile:\n%s", body)
+	}
+	if code, _ := get(t, on.URL+"/metrics"); code != http.StatusOK {
+		t.Errorf("pprof on: GET /metrics = %d", code)
+	}
+}
+
+// With a --web.config.file requiring basic auth, pprof is behind it like
+// /metrics: 401 without credentials, 200 with them. The listener is the
+// one exporter-toolkit's web.Serve runs, as serveMain's ListenAndServe.
+func TestPprofBehindWebConfigBasicAuth(t *testing.T) {
+	webConfig := filepath.Join(t.TempDir(), "web-config.yml")
+	if err := os.WriteFile(webConfig, []byte("basic_auth_users:\n  "+pprofTestUser+": "+pprofTestHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := handlerOptions("/metrics", true, true)
+	o.Pprof = true
+	h, err := Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	systemd := false
+	flags := &web.FlagConfig{WebSystemdSocket: &systemd, WebConfigFile: &webConfig, WebListenAddresses: &[]string{ln.Addr().String()}}
+	done := make(chan error, 1)
+	go func() { done <- web.Serve(ln, srv, flags, o.Logger) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("web.Serve: %v", err)
+		}
+	})
+	base := "http://" + ln.Addr().String()
+	request := func(p string, auth bool) int {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, base+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth {
+			req.SetBasicAuth(pprofTestUser, pprofTestPassword)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap", "/metrics"} {
+		if code := request(p, false); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without credentials = %d, want 401", p, code)
+		}
+		if code := request(p, true); code != http.StatusOK {
+			t.Errorf("GET %s with credentials = %d, want 200", p, code)
 		}
 	}
 }
