@@ -75,7 +75,7 @@ func TestReportUnreachableExit1NoHalfReport(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr %q", code, errs)
 	}
-	for _, want := range []string{u, "slo shop-rollouts", `query "sum(increase(kube_convergence_rollout_duration_seconds_bucket{le=~\"300(\\\\.0)?\"}[1w]))"`, "connection refused"} {
+	for _, want := range []string{u, "slo shop-rollouts", `query "sum(max without (instance, pod) (increase(kube_convergence_rollout_duration_seconds_bucket{le=~\"300(\\\\.0)?\"}[1w])))"`, "connection refused"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr %q lacks %q", errs, want)
 		}
