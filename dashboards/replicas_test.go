@@ -55,7 +55,7 @@ func TestReplicasFoldsReplicasAndAddsShards(t *testing.T) {
 	if err := os.WriteFile(f, []byte(test), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(promtool, "test", "rules", f).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), promtool, "test", "rules", f).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool test rules: %v\n%s\n%s", err, out, test)
 	}
