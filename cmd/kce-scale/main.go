@@ -13,7 +13,9 @@
 // Environment: SCALE_PODS (default 20000), KSM_BIN (optional; the project
 // never builds kube-state-metrics), SCALE_OUT (default scale-result.md),
 // KCE_BIN_DIR (the component binaries, default .bin), KCE_EXPORTER (the
-// exporter binary, default $KCE_BIN_DIR/kube-convergence-exporter).
+// exporter binary, default $KCE_BIN_DIR/kube-convergence-exporter),
+// SCALE_PROFILES (a directory: CPU profiles of both processes through the
+// churn and a heap profile after it, docs/performance.md).
 package main
 
 import (
@@ -70,10 +72,11 @@ type config struct {
 	out      string
 	binDir   string
 	exporter string
+	profiles string // SCALE_PROFILES: where to write the profiles; "" for none
 }
 
 func configFromEnv() (config, error) {
-	c := config{pods: 20000, ksmBin: os.Getenv("KSM_BIN"), out: os.Getenv("SCALE_OUT"), binDir: os.Getenv("KCE_BIN_DIR")}
+	c := config{pods: 20000, ksmBin: os.Getenv("KSM_BIN"), out: os.Getenv("SCALE_OUT"), binDir: os.Getenv("KCE_BIN_DIR"), profiles: os.Getenv("SCALE_PROFILES")}
 	if v := os.Getenv("SCALE_PODS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -241,6 +244,20 @@ func run() (err error) {
 	// Phase 2: a template change of every Deployment.
 	churnStart := time.Now()
 	cpu2 := cpuAll(targets)
+	var profs []*profiler
+	if cfg.profiles != "" {
+		for _, t := range targets {
+			if t.pprofBase == "" {
+				say("%s serves no /debug/pprof/: no profiles of it", t.name)
+				continue
+			}
+			p, err := startProfiler(ctx, filepath.Join(cfg.profiles, t.name), t.pprofBase, 20*time.Second)
+			if err != nil {
+				return err
+			}
+			profs = append(profs, p)
+		}
+	}
 	if err := rollAll(ctx, client, sh); err != nil {
 		return err
 	}
@@ -275,6 +292,13 @@ func run() (err error) {
 	churnTook := time.Since(churnStart)
 	cpu3 := cpuAll(targets)
 	say("phase 2: %d rollouts converged in %s", sh.deployments, duration(churnTook))
+	for _, p := range profs {
+		files, err := p.finish(ctx)
+		if err != nil {
+			return fmt.Errorf("profiles: %w", err)
+		}
+		say("profiles: %s", strings.Join(files, " "))
+	}
 	for _, t := range targets {
 		f := figs[t]
 		f.cpuChurn = cpu3[t] - cpu2[t]
@@ -399,6 +423,7 @@ func startTargets(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch 
 	exp.memstatsURL = exp.metricsURL
 	if pprof {
 		exp.heapGCURL = "http://" + addr + "/debug/pprof/heap?gc=1"
+		exp.pprofBase = "http://" + addr
 	}
 	if err := waitHTTP(ctx, "http://"+addr+"/readyz", exp); err != nil {
 		return exp, nil, err
@@ -424,6 +449,7 @@ func startTargets(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch 
 	ksm.metricsURL = "http://" + main + "/metrics"
 	ksm.memstatsURL = "http://" + tele + "/metrics"
 	ksm.heapGCURL = "http://" + tele + "/debug/pprof/heap?gc=1"
+	ksm.pprofBase = "http://" + tele
 	if err := waitHTTP(ctx, ksm.metricsURL, ksm); err != nil {
 		return exp, ksm, err
 	}

@@ -26,6 +26,7 @@ type target struct {
 	metricsURL  string // its /metrics: latency and size
 	memstatsURL string // where its go_memstats_* are
 	heapGCURL   string // GET forces a GC (pprof heap?gc=1); "" if not served
+	pprofBase   string // http://host:port serving /debug/pprof/; "" if none
 	sampler     *sampler
 	// scrapeMu keeps the periodic scrape off the measured series.
 	scrapeMu sync.Mutex

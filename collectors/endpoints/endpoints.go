@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
@@ -163,11 +162,11 @@ func (c *Collector) onService(old, cur *corev1.Service, seen informers.Seen) {
 		maps.Equal(old.Spec.Selector, cur.Spec.Selector) {
 		return
 	}
-	var sels []labels.Selector
+	var sels []map[string]string
 	ns := ""
 	for _, s := range []*corev1.Service{old, cur} {
 		if s != nil && records.PublishesByReadiness(s) {
-			sels = append(sels, labels.SelectorFromSet(s.Spec.Selector))
+			sels = append(sels, s.Spec.Selector)
 			ns = s.Namespace
 		}
 	}
@@ -176,7 +175,7 @@ func (c *Collector) onService(old, cur *corev1.Service, seen informers.Seen) {
 	}
 	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, cache.NamespaceIndex, ns) {
 		for _, sel := range sels {
-			if sel.Matches(labels.Set(p.Labels)) {
+			if records.Selects(sel, p.Labels) {
 				c.observePod(p, seen)
 				break
 			}
@@ -190,7 +189,7 @@ func (c *Collector) onService(old, cur *corev1.Service, seen informers.Seen) {
 func (c *Collector) servicesSelecting(p *corev1.Pod) []string {
 	var out []string
 	for _, svc := range informers.ByIndex[*corev1.Service](c.services, cache.NamespaceIndex, p.Namespace) {
-		if records.PublishesByReadiness(svc) && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(p.Labels)) {
+		if records.PublishesByReadiness(svc) && records.Selects(svc.Spec.Selector, p.Labels) {
 			out = append(out, svc.Name)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +44,14 @@ type Collector struct {
 	tr *tracker.RolloutTracker
 
 	view *view
+	// selecting holds, per workload with an open episode, the Services
+	// its last record found selecting its pods (guarded by mu): a slice
+	// event re-evaluates only the episodes its Service is among (a
+	// Service event, which can change what selects what, all of its
+	// namespace's). Re-evaluating every open episode of the namespace on
+	// each slice event cost 20 records per event at 20 Deployments per
+	// namespace (BenchmarkChurnEvent/event=endpointslice).
+	selecting map[string][]string
 	// tl receives the timeline evidence; nil: none is recorded.
 	tl collectors.Evidence
 }
@@ -57,10 +66,11 @@ func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func(
 // shares with other collectors (resources).
 func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
 	c := &Collector{
-		cfg:    cfg,
-		logger: logger.With("collector", Name),
-		now:    now,
-		m:      newMetrics(ep),
+		selecting: map[string][]string{},
+		cfg:       cfg,
+		logger:    logger.With("collector", Name),
+		now:       now,
+		m:         newMetrics(ep),
 		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
 			Thresholds: latency.RolloutDuration.Buckets,
 			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
@@ -212,13 +222,14 @@ func orNil[T any](p *T) any {
 // onWorkload observes a workload's record; old is its previous version
 // (nil when added).
 func (c *Collector) onWorkload(old, obj any, seen informers.Seen) {
-	w, ok := c.view.record(obj)
+	w, services, ok := c.view.recordServices(obj)
 	if !ok {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	evs := c.tr.Observe(w, seen)
+	c.route(w.UID, services)
 	c.observe(evs)
 	c.timelineWorkload(old, obj, &w, evs, seen.At)
 }
@@ -232,6 +243,17 @@ func (c *Collector) workloadGone(obj any, seen informers.Seen) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.Delete(string(m.UID), seen))
+	delete(c.selecting, string(m.UID))
+}
+
+// route keeps the Services selecting uid's pods while its episode is
+// open. c.mu is held.
+func (c *Collector) route(uid string, services []string) {
+	if c.tr.IsOpen(uid) {
+		c.selecting[uid] = services
+	} else {
+		delete(c.selecting, uid)
+	}
 }
 
 // onFact re-evaluates the open episodes a pod, replica set, node, service or
@@ -245,35 +267,41 @@ func (c *Collector) onFact(obj any, now time.Time) {
 	var targets []tracker.Episode
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		if uid := c.view.workloadOf(o); uid != "" && c.tr.IsOpen(uid) {
-			targets = c.openIn(o.Namespace, uid)
-		}
+		targets = c.openOf(c.view.workloadOf(o))
 	case *appsv1.ReplicaSet:
-		targets = c.openIn(o.Namespace, ownerUID(o))
+		targets = c.openOf(ownerUID(o))
 	case *corev1.Node:
-		targets = c.openIn("", "") // node readiness can affect any workload's stall reason
+		targets = c.tr.Open() // node readiness can affect any workload's stall reason
+	case *discoveryv1.EndpointSlice:
+		svc := o.Labels[discoveryv1.LabelServiceName]
+		for _, ep := range c.tr.OpenIn(o.Namespace) {
+			if svc != "" && slices.Contains(c.selecting[ep.UID], svc) {
+				targets = append(targets, ep)
+			}
+		}
 	case interface{ GetNamespace() string }:
-		targets = c.openIn(o.GetNamespace(), "")
+		targets = c.tr.OpenIn(o.GetNamespace())
 	}
 	for _, ep := range targets {
 		// The store can be ahead of the workload handler: a newer generation
 		// there is still queued for onWorkload, which delivers it in order.
 		// Taking it here could show it already observed at first sight,
 		// which the tracker reads as a missed write (a watch gap).
-		if w, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Target {
+		if w, services, ok := c.view.lookup(ep.Kind, ep.Namespace, ep.Name); ok && w.UID == ep.UID && w.Generation == ep.Target {
 			c.observe(c.tr.Observe(w, tracker.LiveAt(now)))
+			c.route(w.UID, services)
 			c.block(ep.UID, now)
 		}
 	}
 }
 
-// openIn returns open episodes, filtered by namespace and uid when given.
-func (c *Collector) openIn(namespace, uid string) []tracker.Episode {
-	var out []tracker.Episode
-	for _, ep := range c.tr.Open() {
-		if (namespace == "" || ep.Namespace == namespace) && (uid == "" || ep.UID == uid) {
-			out = append(out, ep)
-		}
+// openOf returns the open episode of the workload uid, if any.
+func (c *Collector) openOf(uid string) []tracker.Episode {
+	if uid == "" {
+		return nil
 	}
-	return out
+	if ep, ok := c.tr.OpenOf(uid); ok {
+		return []tracker.Episode{ep}
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
@@ -23,6 +22,13 @@ type view struct {
 
 // record builds the full record of a workload object.
 func (v *view) record(obj any) (tracker.Workload, bool) {
+	w, _, ok := v.recordServices(obj)
+	return w, ok
+}
+
+// recordServices is record, with the names of the Services selecting the
+// workload's pods.
+func (v *view) recordServices(obj any) (tracker.Workload, []string, bool) {
 	var w tracker.Workload
 	var pods []*corev1.Pod
 	var isNew func(*corev1.Pod) bool
@@ -49,7 +55,7 @@ func (v *view) record(obj any) (tracker.Workload, bool) {
 		gen := o.Annotations["deprecated.daemonset.template.generation"]
 		isNew = func(p *corev1.Pod) bool { return gen != "" && p.Labels["pod-template-generation"] == gen }
 	default:
-		return w, false
+		return w, nil, false
 	}
 	var reasons []string
 	eps := make([]tracker.EndpointPod, 0, len(pods))
@@ -63,7 +69,7 @@ func (v *view) record(obj any) (tracker.Workload, bool) {
 		eps = append(eps, tracker.EndpointPod{UID: string(p.UID), New: n, Ready: records.PodReady(p), Terminating: p.DeletionTimestamp != nil})
 	}
 	w.PodReason = tracker.DominantReason(reasons)
-	services := v.servicesSelecting(w.Namespace, pods)
+	services, names := v.servicesSelecting(w.Namespace, pods)
 	w.Endpoints = tracker.EndpointsState(eps, services, v.podExists, w.Status.Partition > 0)
 	if w.OnDelete {
 		// A scale of an OnDelete workload converges on its pods of any
@@ -73,24 +79,25 @@ func (v *view) record(obj any) (tracker.Workload, bool) {
 		}
 		w.EndpointsAnyRevision = tracker.EndpointsState(eps, services, v.podExists, false)
 	}
-	return w, true
+	return w, names, true
 }
 
 // servicesSelecting returns the Services of namespace whose selector matches
-// at least one of pods, with the pods their slices list as ready endpoints.
-func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker.ServiceSlices {
+// at least one of pods, with the pods their slices list as ready
+// endpoints, and their names.
+func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) ([]tracker.ServiceSlices, []string) {
 	if len(pods) == 0 {
-		return nil
+		return nil, nil
 	}
 	var out []tracker.ServiceSlices
+	var names []string
 	for _, svc := range informers.ByIndex[*corev1.Service](v.services, cache.NamespaceIndex, namespace) {
 		if !records.PublishesSelectedPods(svc) {
 			continue // endpoints managed by hand, or none (ExternalName): not the chain
 		}
-		sel := labels.SelectorFromSet(svc.Spec.Selector)
 		match := false
 		for _, p := range pods {
-			if sel.Matches(labels.Set(p.Labels)) {
+			if records.Selects(svc.Spec.Selector, p.Labels) {
 				match = true
 				break
 			}
@@ -105,8 +112,9 @@ func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) []tracker
 			records.EachReadyPod(s, func(uid string) { ready[uid] = true })
 		}
 		out = append(out, tracker.ServiceSlices{PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses, Ready: ready})
+		names = append(names, svc.Name)
 	}
-	return out
+	return out, names
 }
 
 func (v *view) podExists(uid string) bool {
@@ -140,16 +148,17 @@ func (v *view) workloadOf(p *corev1.Pod) string {
 	return ownerUID(obj.(*appsv1.ReplicaSet))
 }
 
-// lookup returns the current record of a workload by kind and name.
-func (v *view) lookup(kind tracker.Kind, namespace, name string) (tracker.Workload, bool) {
+// lookup returns the current record of a workload by kind and name, with
+// the names of the Services selecting its pods.
+func (v *view) lookup(kind tracker.Kind, namespace, name string) (tracker.Workload, []string, bool) {
 	inf := map[tracker.Kind]cache.SharedIndexInformer{
 		tracker.Deployment: v.deployments, tracker.StatefulSet: v.statefulSets, tracker.DaemonSet: v.daemonSets,
 	}[kind]
 	obj, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
-		return tracker.Workload{}, false
+		return tracker.Workload{}, nil, false
 	}
-	return v.record(obj)
+	return v.recordServices(obj)
 }
 
 func ownerUID(o metav1.Object) string {

@@ -250,6 +250,24 @@ func PublishesSelectedPods(svc *corev1.Service) bool {
 	return len(svc.Spec.Selector) > 0 && svc.Spec.Type != corev1.ServiceTypeExternalName
 }
 
+// Selects reports whether a Service's selector selects a pod's labels: a
+// non-empty selector whose every key the labels hold with the same value.
+// It is labels.SelectorFromSet(selector).Matches(labels.Set(podLabels))
+// for the selectors PublishesSelectedPods accepts, without building a
+// selector: the collectors match every Service of a namespace against the
+// pods of each event.
+func Selects(selector, podLabels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if got, ok := podLabels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
 // PublishesByReadiness reports whether the EndpointSlice controller
 // publishes svc's pods according to their readiness: PublishesSelectedPods
 // and publishNotReadyAddresses off (with it, pods are ready endpoints

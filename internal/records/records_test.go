@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -189,5 +190,35 @@ func TestGateFacts(t *testing.T) {
 	lb.Status.Conditions[0].Status = corev1.ConditionFalse // containers not ready: the probe, not the gate
 	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessFailing {
 		t.Errorf("containers not ready: reason %q", tracker.NotReadyReason(f))
+	}
+}
+
+// Selects agrees with apimachinery's selector built from the Service's
+// map, on the selectors a Service publishes by (non-empty), and selects
+// nothing for an empty selector (a Service without one publishes no
+// pods; labels.Everything would select them all).
+func TestSelectsIsTheServiceSelector(t *testing.T) {
+	pod := map[string]string{"app": "web", "tier": "front", "pod-template-hash": "5d4f8", "empty": ""}
+	for _, sel := range []map[string]string{
+		{"app": "web"},
+		{"app": "web", "tier": "front"},
+		{"app": "web", "tier": "back"},
+		{"app": "db"},
+		{"missing": "x"},
+		{"empty": ""},
+		{"missing": ""},
+		{"app": "web", "tier": "front", "pod-template-hash": "5d4f8", "empty": ""},
+		{"app": "web", "tier": "front", "pod-template-hash": "5d4f8", "empty": "", "one": "more"},
+	} {
+		want := labels.SelectorFromSet(sel).Matches(labels.Set(pod))
+		if got := Selects(sel, pod); got != want {
+			t.Errorf("Selects(%v) = %v, labels.SelectorFromSet's Matches = %v", sel, got, want)
+		}
+		if Selects(sel, nil) != labels.SelectorFromSet(sel).Matches(labels.Set(nil)) {
+			t.Errorf("Selects(%v, no labels) disagrees with labels.SelectorFromSet", sel)
+		}
+	}
+	if Selects(nil, pod) || Selects(map[string]string{}, pod) {
+		t.Error("an empty selector selects a pod")
 	}
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -63,7 +64,8 @@ func loadTemplates(b *testing.B) templates {
 // cluster is the initial list of a synthetic cluster of pods pods in
 // namespaces namespaces (a Deployment and a ReplicaSet per
 // podsPerDeployment pods, each with names, uids and owner references of
-// its own), every other resource listed empty, at at.
+// its own, and a label bench/deployment=<its Deployment> on its pods),
+// every other resource listed empty, at at.
 func (t templates) cluster(pods, namespaces int, at time.Time) *Recording {
 	rec := &Recording{Name: fmt.Sprintf("synthetic-%d-pods-%d-namespaces", pods, namespaces)}
 	list := map[informers.Resource][]Line{}
@@ -85,6 +87,8 @@ func (t templates) cluster(pods, namespaces int, at time.Time) *Recording {
 			p := t.pod.DeepCopy()
 			p.Namespace, p.Name, p.UID = ns, fmt.Sprintf("%s-%d", rs.Name, j), types.UID(fmt.Sprintf("p-%d-%d", i, j))
 			p.OwnerReferences = owner("ReplicaSet", rs.Name, rs.UID)
+			p.Labels = maps.Clone(p.Labels)
+			p.Labels["bench/deployment"] = name // what its Service selects (BenchmarkChurnEvent)
 			list[informers.Pods] = append(list[informers.Pods], Line{Type: typeList, Resource: informers.Pods, At: at, Object: p})
 		}
 	}

@@ -125,6 +125,13 @@ type RolloutTracker struct {
 	// per Tick over 10,000 workloads and 100 open episodes before this index,
 	// 14 µs with it: BenchmarkRolloutTick).
 	inFlight map[string]*object
+	// inFlightIn is inFlight by namespace: the collectors re-evaluate the
+	// open episodes of one namespace or one uid on every pod, slice and
+	// Service event, and copying every open episode to filter them cost
+	// 3.1 ms and 321 KB per pod event with 2,000 rollouts in flight
+	// (BenchmarkChurnEvent; 100,000 such events in the 20,000-pod
+	// template change of `make scale`).
+	inFlightIn map[string]map[string]*object
 }
 
 type object struct {
@@ -172,7 +179,7 @@ func NewRolloutTracker(cfg RolloutConfig) *RolloutTracker {
 	if cfg.StallAfter == nil {
 		cfg.StallAfter = func(Kind) time.Duration { return 5 * time.Minute }
 	}
-	return &RolloutTracker{cfg: cfg, objects: map[string]*object{}, inFlight: map[string]*object{}}
+	return &RolloutTracker{cfg: cfg, objects: map[string]*object{}, inFlight: map[string]*object{}, inFlightIn: map[string]map[string]*object{}}
 }
 
 // Observe takes the current record of a workload, received at now. listed
@@ -273,7 +280,7 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 		o.seen = now.UnixNano()
 	}
 	if o.ep != nil {
-		t.inFlight[w.UID] = o
+		t.fly(w.UID, o)
 		evs = t.advance(evs, o, now)
 	}
 	return stamp(evs, now)
@@ -309,7 +316,7 @@ func (t *RolloutTracker) Delete(uid string, seen Seen) []Event {
 		return nil
 	}
 	delete(t.objects, uid)
-	delete(t.inFlight, uid)
+	t.land(uid, o)
 	if o.ep == nil {
 		return nil
 	}
@@ -386,6 +393,50 @@ func (t *RolloutTracker) Open() []Episode {
 		out = append(out, o.ep.Episode)
 	}
 	return out
+}
+
+// OpenOf returns the open episode of uid.
+func (t *RolloutTracker) OpenOf(uid string) (Episode, bool) {
+	o := t.inFlight[uid]
+	if o == nil {
+		return Episode{}, false
+	}
+	return o.ep.Episode, true
+}
+
+// OpenIn returns the open episodes of namespace.
+func (t *RolloutTracker) OpenIn(namespace string) []Episode {
+	in := t.inFlightIn[namespace]
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Episode, 0, len(in))
+	for _, o := range in {
+		out = append(out, o.ep.Episode)
+	}
+	return out
+}
+
+// fly indexes o, whose episode is open.
+func (t *RolloutTracker) fly(uid string, o *object) {
+	t.inFlight[uid] = o
+	in := t.inFlightIn[o.last.Namespace]
+	if in == nil {
+		in = map[string]*object{}
+		t.inFlightIn[o.last.Namespace] = in
+	}
+	in[uid] = o
+}
+
+// land removes uid from the index of open episodes.
+func (t *RolloutTracker) land(uid string, o *object) {
+	delete(t.inFlight, uid)
+	if in := t.inFlightIn[o.last.Namespace]; in != nil {
+		delete(in, uid)
+		if len(in) == 0 {
+			delete(t.inFlightIn, o.last.Namespace)
+		}
+	}
 }
 
 // open opens an episode started at start; since is the start of an
@@ -483,7 +534,7 @@ func (t *RolloutTracker) close(evs []Event, o *object, out Outcome, now time.Tim
 		// are judged against the template they asked for.
 		o.baseline = o.last.TemplateHash
 	}
-	delete(t.inFlight, o.ep.UID)
+	t.land(o.ep.UID, o)
 	o.ep = nil
 	return evs
 }
