@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
@@ -27,80 +28,96 @@ import (
 // slice events.
 func BenchmarkChurnEvent(b *testing.B) {
 	t := loadTemplates(b)
-	for _, bc := range []struct {
-		event       string
-		deployments int
-	}{{"pod-ready", 200}, {"pod-ready", 2000}, {"endpointslice", 200}, {"endpointslice", 2000}} {
-		deployments := bc.deployments
-		b.Run(fmt.Sprintf("event=%s/deployments=%d", bc.event, deployments), func(b *testing.B) {
-			h := New(Options{})
-			b.Cleanup(h.Close)
-			at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-			namespaces := deployments / 20
-			if err := h.Play(t.cluster(deployments*podsPerDeployment, namespaces, at)); err != nil {
-				b.Fatal(err)
-			}
-			// A Service per Deployment selecting its pods, and its slice
-			// listing them as ready endpoints.
-			at = at.Add(time.Second)
-			for i := range deployments {
-				svc, slice := serviceOf(t, i, namespaces)
-				for _, l := range []Line{
-					{Type: typeAdded, Resource: informers.Services, At: at, Live: true, Object: svc},
-					{Type: typeAdded, Resource: informers.EndpointSlices, At: at, Live: true, Object: slice},
-				} {
-					if err := h.line(l); err != nil {
-						b.Fatal(err)
+	for _, deployments := range []int{200, 2000} {
+		// One cluster per size for both events and every b.N: playing
+		// 20,000 pods takes seconds.
+		b.Run(fmt.Sprintf("deployments=%d", deployments), func(b *testing.B) {
+			h, namespaces, at := churning(b, t, deployments)
+			rv := 1_000_000 // never repeated: an unchanged resourceVersion is a resync, ignored
+			for _, event := range []string{"pod-ready", "endpointslice"} {
+				b.Run("event="+event, func(b *testing.B) {
+					var states [2]runtime.Object
+					var r informers.Resource
+					switch event {
+					case "pod-ready":
+						// The first pod of web-0 as cluster lists it.
+						pod := t.pod.DeepCopy()
+						pod.Namespace, pod.Name, pod.UID = "bench-0", "web-0-5d4f8-0", "p-0-0"
+						pod.OwnerReferences[0].Name, pod.OwnerReferences[0].UID = "web-0-5d4f8", "rs-0"
+						pod.Labels = maps.Clone(pod.Labels)
+						pod.Labels["bench/deployment"] = "web-0"
+						notReady := pod.DeepCopy()
+						setReady(notReady, corev1.ConditionFalse)
+						states, r = [2]runtime.Object{pod, notReady}, informers.Pods
+					case "endpointslice":
+						_, slice := serviceOf(t, 0, namespaces)
+						notReady := slice.DeepCopy()
+						notReady.Endpoints[0].Conditions.Ready = new(bool)
+						states, r = [2]runtime.Object{slice, notReady}, informers.EndpointSlices
 					}
-				}
-			}
-			// A template change of every Deployment: a new generation the
-			// controller has not observed yet opens an episode each.
-			at = at.Add(time.Second)
-			for i := range deployments {
-				d := t.deploy.DeepCopy()
-				d.Namespace, d.Name = fmt.Sprintf("bench-%d", i%namespaces), fmt.Sprintf("web-%d", i)
-				d.UID = types.UID(fmt.Sprintf("d-%d", i))
-				d.Generation++
-				d.Spec.Template.Annotations = map[string]string{"bench/restartedAt": at.Format(time.RFC3339)}
-				d.ResourceVersion = strconv.Itoa(500_000 + i)
-				if err := h.line(Line{Type: typeModified, Resource: informers.Deployments, At: at, Live: true, Object: d}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			open := gaugeSum(b, h, "kube_convergence_rollouts_in_progress")
-			if open != float64(deployments) {
-				b.Fatalf("%v rollouts in progress after the template change, want %d", open, deployments)
-			}
-			var states [2]runtime.Object
-			var r informers.Resource
-			switch bc.event {
-			case "pod-ready":
-				// The first pod of web-0 as cluster lists it.
-				pod := t.pod.DeepCopy()
-				pod.Namespace, pod.Name, pod.UID = "bench-0", "web-0-5d4f8-0", "p-0-0"
-				pod.OwnerReferences[0].Name, pod.OwnerReferences[0].UID = "web-0-5d4f8", "rs-0"
-				notReady := pod.DeepCopy()
-				setReady(notReady, corev1.ConditionFalse)
-				states, r = [2]runtime.Object{pod, notReady}, informers.Pods
-			case "endpointslice":
-				_, slice := serviceOf(t, 0, namespaces)
-				notReady := slice.DeepCopy()
-				notReady.Endpoints[0].Conditions.Ready = new(bool)
-				states, r = [2]runtime.Object{slice, notReady}, informers.EndpointSlices
-			}
-			objs := [2]metaObject{access(b, states[0]), access(b, states[1])}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				o := objs[i%2]
-				o.m.SetResourceVersion(strconv.Itoa(1_000_000 + i))
-				if err := h.line(Line{Type: typeModified, Resource: r, At: at, Live: true, Object: o.obj}); err != nil {
-					b.Fatal(err)
-				}
+					objs := [2]metaObject{access(b, states[0]), access(b, states[1])}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := range b.N {
+						o := objs[i%2]
+						rv++
+						o.m.SetResourceVersion(strconv.Itoa(rv))
+						if err := h.line(Line{Type: typeModified, Resource: r, At: at, Live: true, Object: o.obj}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
 		})
 	}
+}
+
+// churning plays a synthetic cluster of deployments Deployments (20 per
+// namespace) with a Service and an EndpointSlice each, then a template
+// change of every Deployment, and checks that every one has an open
+// episode. It returns the harness, the number of namespaces and the time
+// of the template change.
+func churning(b *testing.B, t templates, deployments int) (*Harness, int, time.Time) {
+	b.Helper()
+	h := New(Options{})
+	b.Cleanup(h.Close)
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	namespaces := deployments / 20
+	if err := h.Play(t.cluster(deployments*podsPerDeployment, namespaces, at)); err != nil {
+		b.Fatal(err)
+	}
+	// A Service per Deployment selecting its pods, and its slice listing
+	// them as ready endpoints.
+	at = at.Add(time.Second)
+	for i := range deployments {
+		svc, slice := serviceOf(t, i, namespaces)
+		for _, l := range []Line{
+			{Type: typeAdded, Resource: informers.Services, At: at, Live: true, Object: svc},
+			{Type: typeAdded, Resource: informers.EndpointSlices, At: at, Live: true, Object: slice},
+		} {
+			if err := h.line(l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// A template change of every Deployment: a new generation the
+	// controller has not observed yet opens an episode each.
+	at = at.Add(time.Second)
+	for i := range deployments {
+		d := t.deploy.DeepCopy()
+		d.Namespace, d.Name = fmt.Sprintf("bench-%d", i%namespaces), fmt.Sprintf("web-%d", i)
+		d.UID = types.UID(fmt.Sprintf("d-%d", i))
+		d.Generation++
+		d.Spec.Template.Annotations = map[string]string{"bench/restartedAt": at.Format(time.RFC3339)}
+		d.ResourceVersion = strconv.Itoa(500_000 + i)
+		if err := h.line(Line{Type: typeModified, Resource: informers.Deployments, At: at, Live: true, Object: d}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if open := gaugeSum(b, h, "kube_convergence_rollouts_in_progress"); open != float64(deployments) {
+		b.Fatalf("%v rollouts in progress after the template change, want %d", open, deployments)
+	}
+	return h, namespaces, at
 }
 
 // serviceOf is the Service of Deployment i of cluster, selecting its pods
