@@ -411,7 +411,7 @@ func startTargets(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch 
 		return nil, nil, err
 	}
 	args := []string{"--kubeconfig=" + sb.Kubeconfig(""), "--web.listen-address=" + addr}
-	pprof := hasFlag(cfg.exporter, "--web.enable-pprof")
+	pprof := hasFlag(cfg.exporter, "web.enable-pprof") // kingpin lists it as --[no-]web.enable-pprof
 	if pprof {
 		args = append(args, "--web.enable-pprof")
 	}
