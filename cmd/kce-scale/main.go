@@ -411,7 +411,7 @@ func startTargets(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch 
 		return nil, nil, err
 	}
 	args := []string{"--kubeconfig=" + sb.Kubeconfig(""), "--web.listen-address=" + addr}
-	pprof := hasFlag(cfg.exporter, "web.enable-pprof") // kingpin lists it as --[no-]web.enable-pprof
+	pprof := hasFlag(cfg.exporter, "web.enable-pprof")
 	if pprof {
 		args = append(args, "--web.enable-pprof")
 	}
@@ -458,7 +458,13 @@ func startTargets(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch 
 
 func hasFlag(bin, flag string) bool {
 	out, _ := exec.CommandContext(context.Background(), bin, "--help").CombinedOutput()
-	return strings.Contains(string(out), flag)
+	return helpHas(string(out), flag)
+}
+
+// helpHas reports whether a kingpin --help lists the flag named name
+// (without dashes): a boolean flag is listed as --[no-]name.
+func helpHas(help, name string) bool {
+	return strings.Contains(help, "--"+name) || strings.Contains(help, "--[no-]"+name)
 }
 
 func version(bin, arg string) string {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -189,5 +191,24 @@ func TestTable(t *testing.T) {
 	want := "| figure | a | b |\n| --- | --- | --- |\n| x \\| y | 1 | 2 |\n"
 	if got := tb.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The probe of the exporter's --web.enable-pprof reads kingpin's help as
+// kingpin writes it: a boolean flag as --[no-]name.
+func TestHelpHasReadsKingpinHelp(t *testing.T) {
+	app := kingpin.New("exporter", "")
+	app.Flag("web.enable-pprof", "Serve pprof.").Bool()
+	app.Flag("web.listen-address", "Listen there.").String()
+	var help strings.Builder
+	app.UsageWriter(&help)
+	app.Usage(nil)
+	for _, name := range []string{"web.enable-pprof", "web.listen-address"} {
+		if !helpHas(help.String(), name) {
+			t.Errorf("helpHas(%q) = false on kingpin's help:\n%s", name, help.String())
+		}
+	}
+	if helpHas(help.String(), "web.enable-pprof-x") || helpHas(help.String(), "enable-nothing") {
+		t.Error("helpHas finds a flag the help does not list")
 	}
 }
