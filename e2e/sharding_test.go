@@ -43,7 +43,8 @@ type series struct{ family, labels string }
 
 // seriesValue is what is compared across exporters: the count of a
 // counter or a histogram (closed episodes, occurrences); gauges and sums
-// are per-process measurements and only their presence is compared.
+// are per-process measurements and only their presence is compared (a
+// gauge's only while it is not zero).
 type seriesValue struct {
 	counted bool
 	count   float64
@@ -64,6 +65,12 @@ func namespacedSeries(mfs map[string]*dto.MetricFamily, nss map[string]bool) map
 				parts = append(parts, l.GetName()+"="+l.GetValue())
 			}
 			if !nss[ns] {
+				continue
+			}
+			if mf.GetType() == dto.MetricType_GAUGE && m.GetGauge().GetValue() == 0 {
+				// A gauge kept at zero (rollouts in progress) exists once a
+				// scrape saw it non-zero: its presence tells when the
+				// process was scraped, not what it measured.
 				continue
 			}
 			sort.Strings(parts)
