@@ -39,27 +39,31 @@ func newNamespace(t *testing.T, c kubernetes.Interface, name string) {
 	t.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
 
-// rejectedPodCreates counts, in the API server's audit log, the pod creates
-// in namespace that were answered 403: the truth the ReplicaSet
-// controller's FailedCreate events stand for.
-func rejectedPodCreates(t *testing.T, namespace string) int {
+// auditEvent is what the tests read of an audit log line.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	Stage     string `json:"stage"`
+	ObjectRef *struct {
+		Resource, Namespace, Name, Subresource string
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	// StageTimestamp is when the API server completed the response
+	// (microseconds).
+	StageTimestamp time.Time `json:"stageTimestamp"`
+}
+
+// audited returns the completed requests of the API server's audit log
+// on resource in namespace that keep says to keep.
+func audited(t *testing.T, resource, namespace string, keep func(auditEvent) bool) []auditEvent {
 	t.Helper()
 	f, err := os.Open(sb.AuditLogPath())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	type auditEvent struct {
-		Verb      string `json:"verb"`
-		Stage     string `json:"stage"`
-		ObjectRef *struct {
-			Resource, Namespace string
-		} `json:"objectRef"`
-		ResponseStatus *struct {
-			Code int `json:"code"`
-		} `json:"responseStatus"`
-	}
-	n := 0
+	var out []auditEvent
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -67,12 +71,22 @@ func rejectedPodCreates(t *testing.T, namespace string) int {
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue // a line being written
 		}
-		if e.Stage == "ResponseComplete" && e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Resource == "pods" &&
-			e.ObjectRef.Namespace == namespace && e.ResponseStatus != nil && e.ResponseStatus.Code == 403 {
-			n++
+		if e.Stage == "ResponseComplete" && e.ObjectRef != nil && e.ObjectRef.Resource == resource &&
+			e.ObjectRef.Namespace == namespace && e.ResponseStatus != nil && keep(e) {
+			out = append(out, e)
 		}
 	}
-	return n
+	return out
+}
+
+// rejectedPodCreates counts, in the API server's audit log, the pod creates
+// in namespace that were answered 403: the truth the ReplicaSet
+// controller's FailedCreate events stand for.
+func rejectedPodCreates(t *testing.T, namespace string) int {
+	t.Helper()
+	return len(audited(t, "pods", namespace, func(e auditEvent) bool {
+		return e.Verb == "create" && e.ResponseStatus.Code == 403
+	}))
 }
 
 // intervalBuckets returns the cumulative bucket counts of the retry

@@ -98,6 +98,25 @@ func InstallBackups(ctx context.Context, d dynamic.Interface) error {
 // BackupReadyDelay later, or Stalled=True for a Backup labelled to fail. Every
 // 20 s it changes hourly's spec, so that rollouts keep coming.
 func RunBackupController(ctx context.Context, d dynamic.Interface, logger *slog.Logger) {
+	RunBackupControllerReporting(ctx, d, logger, nil)
+}
+
+// BackupWrite is one status write of the demo controller: the backup, its
+// generation, whether it set Ready=True, and when the API server answered.
+type BackupWrite struct {
+	Name       string
+	Generation int64
+	Ready      bool
+	At         time.Time
+}
+
+// RunBackupControllerReporting is RunBackupController, calling wrote (when
+// not nil) after each status write the API server accepted: the truth a
+// test measures the exporter against.
+func RunBackupControllerReporting(ctx context.Context, d dynamic.Interface, logger *slog.Logger, wrote func(BackupWrite)) {
+	if wrote == nil {
+		wrote = func(BackupWrite) {}
+	}
 	backups := d.Resource(backupResource).Namespace(Namespace)
 	var mu sync.Mutex
 	busy := map[string]int64{} // name -> generation being reconciled
@@ -114,7 +133,9 @@ func RunBackupController(ctx context.Context, d dynamic.Interface, logger *slog.
 		if !sleep(BackupObserveDelay) {
 			return
 		}
-		writeBackupStatus(ctx, backups, name, gen, []any{cond("Ready", "False", "Progressing", gen), cond("Reconciling", "True", "Progressing", gen)}, logger)
+		if writeBackupStatus(ctx, backups, name, gen, []any{cond("Ready", "False", "Progressing", gen), cond("Reconciling", "True", "Progressing", gen)}, logger) {
+			wrote(BackupWrite{Name: name, Generation: gen, At: time.Now()})
+		}
 		if !sleep(BackupReadyDelay) {
 			return
 		}
@@ -122,7 +143,9 @@ func RunBackupController(ctx context.Context, d dynamic.Interface, logger *slog.
 		if fails {
 			last = []any{cond("Ready", "False", "BucketUnreachable", gen), cond("Stalled", "True", "BucketUnreachable", gen)}
 		}
-		writeBackupStatus(ctx, backups, name, gen, last, logger)
+		if writeBackupStatus(ctx, backups, name, gen, last, logger) {
+			wrote(BackupWrite{Name: name, Generation: gen, Ready: !fails, At: time.Now()})
+		}
 	}
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
@@ -174,7 +197,10 @@ func cond(typ, status, reason string, gen int64) map[string]any {
 		"observedGeneration": gen, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
 }
 
-func writeBackupStatus(ctx context.Context, backups dynamic.ResourceInterface, name string, gen int64, conds []any, logger *slog.Logger) {
+// writeBackupStatus writes a backup's status for generation gen and
+// reports whether it was written.
+func writeBackupStatus(ctx context.Context, backups dynamic.ResourceInterface, name string, gen int64, conds []any, logger *slog.Logger) bool {
+	written := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := backups.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -185,9 +211,11 @@ func writeBackupStatus(ctx context.Context, backups dynamic.ResourceInterface, n
 		}
 		u.Object["status"] = map[string]any{"observedGeneration": gen, "conditions": conds}
 		_, err = backups.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		written = err == nil
 		return err
 	})
 	if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
 		logger.Warn("demo: backup status", "name", name, "err", err)
 	}
+	return written
 }
