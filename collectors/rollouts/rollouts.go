@@ -222,7 +222,7 @@ func orNil[T any](p *T) any {
 // onWorkload observes a workload's record; old is its previous version
 // (nil when added).
 func (c *Collector) onWorkload(old, obj any, seen informers.Seen) {
-	w, services, ok := c.view.recordServices(obj)
+	w, services, ok := c.view.record(obj)
 	if !ok {
 		return
 	}
@@ -273,10 +273,11 @@ func (c *Collector) onFact(obj any, now time.Time) {
 	case *corev1.Node:
 		targets = c.tr.Open() // node readiness can affect any workload's stall reason
 	case *discoveryv1.EndpointSlice:
-		svc := o.Labels[discoveryv1.LabelServiceName]
-		for _, ep := range c.tr.OpenIn(o.Namespace) {
-			if svc != "" && slices.Contains(c.selecting[ep.UID], svc) {
-				targets = append(targets, ep)
+		if svc := o.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			for _, ep := range c.tr.OpenIn(o.Namespace) {
+				if slices.Contains(c.selecting[ep.UID], svc) {
+					targets = append(targets, ep)
+				}
 			}
 		}
 	case interface{ GetNamespace() string }:

@@ -189,7 +189,7 @@ func TestViewEndpoints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := []any{pod("db-0", "r1"), pod("db-1", "r1"), pod("db-2", "r2")}
 			v := newView(t, append(objs, tc.objects...)...)
-			w, ok := v.record(sts)
+			w, _, ok := v.record(sts)
 			if !ok {
 				t.Fatal("no record")
 			}

@@ -22,15 +22,9 @@ type view struct {
 	deployments, statefulSets, daemonSets      cache.SharedIndexInformer
 }
 
-// record builds the full record of a workload object.
-func (v *view) record(obj any) (tracker.Workload, bool) {
-	w, _, ok := v.recordServices(obj)
-	return w, ok
-}
-
-// recordServices is record, with the names of the Services selecting the
-// workload's pods.
-func (v *view) recordServices(obj any) (tracker.Workload, []string, bool) {
+// record builds the full record of a workload object, and returns the
+// names of the Services selecting its pods.
+func (v *view) record(obj any) (tracker.Workload, []string, bool) {
 	var w tracker.Workload
 	var pods []*corev1.Pod
 	var isNew func(*corev1.Pod) bool
@@ -162,14 +156,22 @@ func (v *view) workloadOf(p *corev1.Pod) string {
 // lookup returns the current record of a workload by kind and name, with
 // the names of the Services selecting its pods.
 func (v *view) lookup(kind tracker.Kind, namespace, name string) (tracker.Workload, []string, bool) {
-	inf := map[tracker.Kind]cache.SharedIndexInformer{
-		tracker.Deployment: v.deployments, tracker.StatefulSet: v.statefulSets, tracker.DaemonSet: v.daemonSets,
-	}[kind]
+	var inf cache.SharedIndexInformer
+	switch kind {
+	case tracker.Deployment:
+		inf = v.deployments
+	case tracker.StatefulSet:
+		inf = v.statefulSets
+	case tracker.DaemonSet:
+		inf = v.daemonSets
+	default:
+		return tracker.Workload{}, nil, false
+	}
 	obj, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
 		return tracker.Workload{}, nil, false
 	}
-	return v.recordServices(obj)
+	return v.record(obj)
 }
 
 func ownerUID(o metav1.Object) string {
