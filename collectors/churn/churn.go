@@ -45,7 +45,7 @@ var kinds = map[informers.Resource]struct {
 	name  string
 	watch func(c *Collector, f *informers.Factory, r informers.Resource, kind string) error
 }{
-	informers.Pods:           {"Pod", watchWrites[corev1.Pod]},
+	informers.Pods:           {"Pod", watchWrites[informers.Pod]},
 	informers.Services:       {"Service", watchWrites[corev1.Service]},
 	informers.Nodes:          {"Node", watchWrites[corev1.Node]},
 	informers.Deployments:    {"Deployment", watchWrites[appsv1.Deployment]},
@@ -341,7 +341,7 @@ func (c *Collector) onUpdate(kind string, om, nm metav1.Object, seen informers.S
 	if !seen.Live {
 		return // the state after a gap: the writes inside it were not seen
 	}
-	writer := nm.GetAnnotations()[informers.AnnotationWriter]
+	writer := informers.RecordedWriter(nm)
 	if writer == "" {
 		writer = WriterUnknown
 	}

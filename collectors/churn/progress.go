@@ -69,16 +69,16 @@ func progressOf(obj metav1.Object) (tracker.Progress, bool) {
 		for _, c := range s.Conditions {
 			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
-	case *corev1.Pod:
-		spec.str(o.Spec.NodeName).int(int64(len(o.Spec.SchedulingGates)))
-		for _, c := range o.Spec.Containers {
-			spec.str(c.Image)
+	case *informers.Pod:
+		spec.str(o.Spec.NodeName).bool(o.Spec.SchedulingGated)
+		for _, image := range o.Spec.Images {
+			spec.str(image)
 		}
 		status.str(string(o.Status.Phase))
 		for _, c := range o.Status.Conditions {
 			status.condition(string(c.Type), string(c.Status), c.Reason)
 		}
-		for _, cs := range [][]corev1.ContainerStatus{o.Status.InitContainerStatuses, o.Status.ContainerStatuses} {
+		for _, cs := range [][]informers.ContainerStatus{o.Status.InitContainerStatuses, o.Status.ContainerStatuses} {
 			for _, c := range cs {
 				status.container(c)
 			}
@@ -191,15 +191,15 @@ func (h *hash) labels(m map[string]string) *hash {
 
 // container is a container's progress: ready, started, the state it is in
 // and why, its restarts.
-func (h *hash) container(c corev1.ContainerStatus) *hash {
+func (h *hash) container(c informers.ContainerStatus) *hash {
 	h.str(c.Name).bool(c.Ready).boolPtr(c.Started).int(int64(c.RestartCount))
-	switch s := c.State; {
-	case s.Waiting != nil:
-		h.byte('w').str(s.Waiting.Reason)
-	case s.Running != nil:
+	switch s := c.State; s.Kind {
+	case informers.ContainerWaiting:
+		h.byte('w').str(s.Reason)
+	case informers.ContainerRunning:
 		h.byte('r')
-	case s.Terminated != nil:
-		h.byte('t').str(s.Terminated.Reason).int(int64(s.Terminated.ExitCode))
+	case informers.ContainerTerminated:
+		h.byte('t').str(s.Reason).int(int64(s.ExitCode))
 	}
 	return h
 }

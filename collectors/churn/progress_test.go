@@ -38,8 +38,12 @@ func rollingDeployment() *appsv1.Deployment {
 // cached is obj as the informers' cache holds it (Compact).
 func cached[T any](t *testing.T, obj *T) *T {
 	t.Helper()
-	if _, err := informers.Compact(obj); err != nil {
+	out, err := informers.Compact(obj)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if out != any(obj) {
+		t.Fatalf("Compact turned the %T into a %T: compact it with its own helper", obj, out)
 	}
 	return obj
 }
@@ -143,12 +147,12 @@ func TestProgressOfOtherKinds(t *testing.T) {
 	reordered.Endpoints[0], reordered.Endpoints[1] = reordered.Endpoints[1], reordered.Endpoints[0]
 	same("endpoints reordered", slice(true, false), reordered, true)
 	same("an endpoint turned ready", slice(true, false), slice(true, true), false)
-	pod := func(restarts int32, probe time.Time) *corev1.Pod {
+	pod := func(restarts int32, probe time.Time) *informers.Pod {
 		p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "kwok-node-0", Containers: []corev1.Container{{Name: "app", Image: "v1"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning,
 				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastProbeTime: metav1.NewTime(probe)}},
 				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
-		return cached(t, p)
+		return informers.CompactPod(p)
 	}
 	t0 := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 	same("a pod condition's probe time", pod(0, t0), pod(0, t0.Add(time.Second)), true)

@@ -103,10 +103,10 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	return nil
 }
 
-func (c *Collector) podHandlers() informers.Handlers[corev1.Pod] {
-	return informers.Handlers[corev1.Pod]{
-		Changed: func(_, p *corev1.Pod, seen informers.Seen) { c.observePod(p, seen) },
-		Gone: func(p *corev1.Pod, seen informers.Seen) {
+func (c *Collector) podHandlers() informers.Handlers[informers.Pod] {
+	return informers.Handlers[informers.Pod]{
+		Changed: func(_, p *informers.Pod, seen informers.Seen) { c.observePod(p, seen) },
+		Gone: func(p *informers.Pod, seen informers.Seen) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.observe(c.tr.DeletePod(string(p.UID), seen))
@@ -144,7 +144,7 @@ func (c *Collector) serviceHandlers() informers.Handlers[corev1.Service] {
 
 // observePod observes p at a receive time: its own, or that of the Service
 // change that made it selected or not.
-func (c *Collector) observePod(p *corev1.Pod, seen informers.Seen) {
+func (c *Collector) observePod(p *informers.Pod, seen informers.Seen) {
 	rec := records.ServedPod(p, c.servicesSelecting(p))
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -173,7 +173,7 @@ func (c *Collector) onService(old, cur *corev1.Service, seen informers.Seen) {
 	if len(sels) == 0 {
 		return
 	}
-	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, cache.NamespaceIndex, ns) {
+	for _, p := range informers.ByIndex[*informers.Pod](c.pods, cache.NamespaceIndex, ns) {
 		for _, sel := range sels {
 			if records.Selects(sel, p.Labels) {
 				c.observePod(p, seen)
@@ -186,7 +186,7 @@ func (c *Collector) onService(old, cur *corev1.Service, seen informers.Seen) {
 // servicesSelecting returns the names of the Services of p's namespace that
 // select it and publish it by readiness (records.PublishesByReadiness: not
 // ExternalName, not publishNotReadyAddresses).
-func (c *Collector) servicesSelecting(p *corev1.Pod) []string {
+func (c *Collector) servicesSelecting(p *informers.Pod) []string {
 	var out []string
 	for _, svc := range informers.ByIndex[*corev1.Service](c.services, cache.NamespaceIndex, p.Namespace) {
 		if records.PublishesByReadiness(svc) && records.Selects(svc.Spec.Selector, p.Labels) {

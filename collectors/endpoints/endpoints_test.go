@@ -199,7 +199,7 @@ func recreatedCollector(t *testing.T, clk *clock) *Collector {
 	return c
 }
 
-func servedPod(uid string, ready bool, at time.Time, listed bool) *corev1.Pod {
+func servedPod(uid string, ready bool, at time.Time, listed bool) *informers.Pod {
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
@@ -207,7 +207,7 @@ func servedPod(uid string, ready bool, at time.Time, listed bool) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", UID: types.UID(uid), Labels: map[string]string{"app": "web"}},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
 	informers.Stamp(p, at, listed)
-	return p
+	return informers.CompactPod(p)
 }
 
 // A pod deleted and recreated under its name while the watch was down

@@ -91,7 +91,7 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 		return fmt.Errorf("pods: %w", err)
 	}
 	if err := c.pods.AddIndexers(cache.Indexers{indexNode: func(obj any) ([]string, error) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		if p, ok := obj.(*informers.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}, nil
 		}
 		return nil, nil
@@ -118,15 +118,15 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	return nil
 }
 
-func (c *Collector) podHandlers() informers.Handlers[corev1.Pod] {
-	return informers.Handlers[corev1.Pod]{
-		Changed: func(_, p *corev1.Pod, seen informers.Seen) { c.observePod(p, seen) },
+func (c *Collector) podHandlers() informers.Handlers[informers.Pod] {
+	return informers.Handlers[informers.Pod]{
+		Changed: func(_, p *informers.Pod, seen informers.Seen) { c.observePod(p, seen) },
 		Gone:    c.onPodGone,
 		Now:     c.now,
 	}
 }
 
-func (c *Collector) observePod(p *corev1.Pod, seen informers.Seen) {
+func (c *Collector) observePod(p *informers.Pod, seen informers.Seen) {
 	rec := records.Pod(p, c.nodeReady)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -137,7 +137,7 @@ func (c *Collector) observePod(p *corev1.Pod, seen informers.Seen) {
 	c.observe(c.tr.Observe(rec, seen))
 }
 
-func (c *Collector) onPodGone(p *corev1.Pod, seen informers.Seen) {
+func (c *Collector) onPodGone(p *informers.Pod, seen informers.Seen) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observe(c.tr.Delete(string(p.UID), seen))
@@ -155,7 +155,7 @@ func (c *Collector) onNode(o, n *corev1.Node, _ informers.Seen) {
 	// Each pod is observed with its own receive time and list mark: only
 	// its reason changes, unless its own handler has not run yet for its
 	// newest copy, which is then timed as that handler would time it.
-	for _, p := range informers.ByIndex[*corev1.Pod](c.pods, indexNode, n.Name) {
+	for _, p := range informers.ByIndex[*informers.Pod](c.pods, indexNode, n.Name) {
 		c.observePod(p, informers.SeenOf(p, c.now))
 	}
 }

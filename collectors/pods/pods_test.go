@@ -168,7 +168,7 @@ func TestNamespaceDeletedDropsItsSeries(t *testing.T) {
 	for _, ns := range []string{"team-a", "scratch"} {
 		p := pod("web-1", clk.now())
 		p.Namespace, p.UID = ns, types.UID("uid-"+ns)
-		c.observePod(p, tracker.LiveAt(clk.now()))
+		c.observePod(informers.CompactPod(p), tracker.LiveAt(clk.now()))
 	}
 	series := func(ns string) int {
 		n := 0
@@ -216,13 +216,13 @@ func TestInventedOwnerKindsAndManyGatesAddNoSeries(t *testing.T) {
 	for i := range 50 {
 		p := pod(fmt.Sprintf("web-%d", i), clk.now())
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "evil.example.com/v1", Kind: fmt.Sprintf("Kind%d", i), Name: "x", UID: types.UID(fmt.Sprint(i)), Controller: &yes}}
-		c.observePod(p, tracker.LiveAt(clk.now()))
+		c.observePod(informers.CompactPod(p), tracker.LiveAt(clk.now()))
 	}
 	gated := pod("gated", clk.now())
 	for i := range 300 {
 		gated.Spec.SchedulingGates = append(gated.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: fmt.Sprintf("example.com/q%d", i)})
 	}
-	c.observePod(gated, tracker.LiveAt(clk.now()))
+	c.observePod(informers.CompactPod(gated), tracker.LiveAt(clk.now()))
 	kinds := map[string]bool{}
 	ch := make(chan prometheus.Metric, 10000)
 	c.m.exceeded.Collect(ch)
@@ -255,12 +255,12 @@ func TestPodRecreatedDuringAWatchGap(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	c := New(config.Default(), time.Minute, slog.New(slog.DiscardHandler), clk.now)
 	old := pod("web-0", clk.now())
-	informers.Handle(c.podHandlers()).OnAdd(old, false)
+	informers.Handle(c.podHandlers()).OnAdd(informers.CompactPod(old), false)
 	clk.add(2 * time.Minute) // the old pod stalled, then went inside the gap
 	cur := pod("web-0", clk.now())
 	cur.UID = "uid-web-0-recreated"
 	informers.Stamp(cur, clk.now(), true) // delivered by the relist
-	informers.Handle(c.podHandlers()).OnUpdate(old, cur)
+	informers.Handle(c.podHandlers()).OnUpdate(informers.CompactPod(old), informers.CompactPod(cur))
 	c.mu.Lock()
 	tracked, stalled := c.tr.Tracked(), c.tr.Stalled(clk.now())
 	c.mu.Unlock()

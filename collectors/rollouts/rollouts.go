@@ -115,7 +115,7 @@ func (c *Collector) Start(_ context.Context, f *informers.Factory) error {
 	}
 	var errs []error
 	watch := func(_ *informers.Watching, err error) { errs = append(errs, err) }
-	watch(informers.Watch(f, Name, informers.Pods, factHandlers[corev1.Pod](c, c.view.pods)))
+	watch(informers.Watch(f, Name, informers.Pods, factHandlers[informers.Pod](c, c.view.pods)))
 	watch(informers.Watch(f, Name, informers.ReplicaSets, factHandlers[appsv1.ReplicaSet](c, c.view.replicaSets)))
 	watch(informers.Watch(f, Name, informers.Services, factHandlers[corev1.Service](c, c.view.services)))
 	watch(informers.Watch(f, Name, informers.EndpointSlices, factHandlers[discoveryv1.EndpointSlice](c, c.view.slices)))
@@ -266,7 +266,7 @@ func (c *Collector) onFact(obj any, now time.Time) {
 	defer c.mu.Unlock()
 	var targets []tracker.Episode
 	switch o := obj.(type) {
-	case *corev1.Pod:
+	case *informers.Pod:
 		targets = c.openOf(c.view.workloadOf(o))
 	case *appsv1.ReplicaSet:
 		targets = c.openOf(ownerUID(o))

@@ -128,8 +128,8 @@ func (c *Collector) timelineFact(old, obj any, at time.Time) {
 		return
 	}
 	switch o := obj.(type) {
-	case *corev1.Pod:
-		prev, _ := old.(*corev1.Pod)
+	case *informers.Pod:
+		prev, _ := old.(*informers.Pod)
 		c.onPodTimeline(prev, o, at)
 	case *appsv1.ReplicaSet:
 		if old != nil {
@@ -155,7 +155,7 @@ func (c *Collector) timelineGone(obj any, at time.Time) {
 		return
 	}
 	switch o := obj.(type) {
-	case *corev1.Pod:
+	case *informers.Pod:
 		c.onDerivedGone("Pod", c.view.workloadOf(o), at, &o.ObjectMeta)
 	case *appsv1.ReplicaSet:
 		c.onDerivedGone("ReplicaSet", ownerUID(o), at, &o.ObjectMeta)
@@ -168,7 +168,7 @@ func refOf(kind string, m *metav1.ObjectMeta) *timeline.ObjectRef {
 	return &timeline.ObjectRef{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
 }
 
-func (c *Collector) onPodTimeline(old, p *corev1.Pod, at time.Time) {
+func (c *Collector) onPodTimeline(old, p *informers.Pod, at time.Time) {
 	uid := c.view.workloadOf(p)
 	if uid == "" || !c.tl.Open(uid) {
 		return
@@ -209,23 +209,23 @@ func (c *Collector) onDerivedGone(kind, uid string, at time.Time, m *metav1.Obje
 // was created): creation, scheduling (the node, or the scheduler's reason
 // it cannot be placed, when it changes), and readiness (turned Ready, not
 // Ready, or a new specific reason it is not, once it is on a node).
-func podEntries(old, p *corev1.Pod, nodeReady func(string) bool) []timeline.Entry {
+func podEntries(old, p *informers.Pod, nodeReady func(string) bool) []timeline.Entry {
 	var out []timeline.Entry
 	if old == nil {
 		created := p.CreationTimestamp.Time
 		out = append(out, timeline.Entry{Type: timeline.EntryObject, Reason: "created", APITime: &created})
-		old = &corev1.Pod{}
+		old = &informers.Pod{}
 	}
-	switch sched := condition(p.Status.Conditions, corev1.PodScheduled); {
+	switch sched := p.ConditionOf(corev1.PodScheduled); {
 	case old.Spec.NodeName == "" && p.Spec.NodeName != "":
 		out = append(out, timeline.Entry{Type: timeline.EntryScheduled, Node: p.Spec.NodeName, APITime: transition(sched, corev1.ConditionTrue)})
 	case sched != nil && sched.Status == corev1.ConditionFalse && sched.Reason == corev1.PodReasonUnschedulable:
-		if was := condition(old.Status.Conditions, corev1.PodScheduled); was == nil || was.Status != sched.Status || was.Reason != sched.Reason || was.Message != sched.Message {
+		if was := old.ConditionOf(corev1.PodScheduled); was == nil || was.Status != sched.Status || was.Reason != sched.Reason || was.Message != sched.Message {
 			out = append(out, timeline.Entry{Type: timeline.EntryScheduled, Reason: corev1.PodReasonUnschedulable, Message: sched.Message, APITime: transition(sched, corev1.ConditionFalse)})
 		}
 	}
 	ready, wasReady := records.PodReady(p), records.PodReady(old)
-	cond := condition(p.Status.Conditions, corev1.PodReady)
+	cond := p.ConditionOf(corev1.PodReady)
 	reason := tracker.NotReadyReason(records.PodFacts(p, nodeReady))
 	switch {
 	case ready && !wasReady:
@@ -248,17 +248,8 @@ func podEntries(old, p *corev1.Pod, nodeReady func(string) bool) []timeline.Entr
 	return out
 }
 
-func condition(cs []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
-	for i := range cs {
-		if cs[i].Type == t {
-			return &cs[i]
-		}
-	}
-	return nil
-}
-
 // transition is the API-side time of c, when it has that status.
-func transition(c *corev1.PodCondition, status corev1.ConditionStatus) *time.Time {
+func transition(c *informers.PodCondition, status corev1.ConditionStatus) *time.Time {
 	if c == nil || c.Status != status || c.LastTransitionTime.IsZero() {
 		return nil
 	}

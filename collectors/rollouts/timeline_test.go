@@ -72,7 +72,11 @@ func TestPodEntries(t *testing.T) {
 		{"a reason worth naming while not ready", podWith("node-a", scheduled, notReady), crash, []string{`ready crash_loop node= msg=""`}},
 		{"starting is not news", podWith("node-a"), podWith("node-a", scheduled, notReady), []string{}},
 	} {
-		got := entryStrings(podEntries(tc.old, tc.cur, func(string) bool { return true }))
+		var old *informers.Pod
+		if tc.old != nil {
+			old = informers.CompactPod(tc.old)
+		}
+		got := entryStrings(podEntries(old, informers.CompactPod(tc.cur), func(string) bool { return true }))
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
@@ -197,14 +201,14 @@ func TestPodRecreatedDuringAWatchGap(t *testing.T) {
 	c.SetTimelines(store)
 	ep := tracker.Episode{Kind: tracker.StatefulSet, UID: "sts", Namespace: "ns", Name: "db", Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0}
 	store.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeOpened, Episode: ep, At: t0}})
-	pod := func(uid string, received time.Time) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: types.UID(uid), CreationTimestamp: metav1.NewTime(t0),
+	pod := func(uid string, received time.Time) *informers.Pod {
+		return informers.CompactPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: types.UID(uid), CreationTimestamp: metav1.NewTime(t0),
 			Annotations:     map[string]string{informers.AnnotationReceived: fmt.Sprint(received.UnixNano())},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts", Controller: ptr.To(true)}}}}
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts", Controller: ptr.To(true)}}}})
 	}
 	relisted := t0.Add(time.Minute)
 	store.Relate("old", "sts")
-	h := informers.Handle(factHandlers[corev1.Pod](c, c.view.pods))
+	h := informers.Handle(factHandlers[informers.Pod](c, c.view.pods))
 	h.OnUpdate(pod("old", t0.Add(-time.Hour)), pod("new", relisted))
 	if !store.AddRelated("new", timeline.Entry{Time: relisted, Type: timeline.EntryEvent, Reason: "BackOff"}) {
 		t.Error("the recreated pod is not related to the episode")

@@ -26,8 +26,8 @@ type view struct {
 // names of the Services selecting its pods.
 func (v *view) record(obj any) (tracker.Workload, []string, bool) {
 	var w tracker.Workload
-	var pods []*corev1.Pod
-	var isNew func(*corev1.Pod) bool
+	var pods []*informers.Pod
+	var isNew func(*informers.Pod) bool
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		w = records.Deployment(o)
@@ -37,19 +37,21 @@ func (v *view) record(obj any) (tracker.Workload, []string, bool) {
 			if rev != "" && rs.Annotations["deployment.kubernetes.io/revision"] == rev {
 				newRS[string(rs.UID)] = true
 			}
-			pods = append(pods, informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
+			pods = append(pods, informers.ByIndex[*informers.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
 		}
-		isNew = func(p *corev1.Pod) bool { return newRS[ownerUID(p)] }
+		isNew = func(p *informers.Pod) bool { return newRS[ownerUID(p)] }
 	case *appsv1.StatefulSet:
 		w = records.StatefulSet(o)
-		pods = informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
+		pods = informers.ByIndex[*informers.Pod](v.pods, informers.IndexOwner, string(o.UID))
 		rev := o.Status.UpdateRevision
-		isNew = func(p *corev1.Pod) bool { return rev != "" && p.Labels[appsv1.ControllerRevisionHashLabelKey] == rev }
+		isNew = func(p *informers.Pod) bool {
+			return rev != "" && p.Labels[appsv1.ControllerRevisionHashLabelKey] == rev
+		}
 	case *appsv1.DaemonSet:
 		w = records.DaemonSet(o)
-		pods = informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(o.UID))
+		pods = informers.ByIndex[*informers.Pod](v.pods, informers.IndexOwner, string(o.UID))
 		gen := o.Annotations["deprecated.daemonset.template.generation"]
-		isNew = func(p *corev1.Pod) bool { return gen != "" && p.Labels["pod-template-generation"] == gen }
+		isNew = func(p *informers.Pod) bool { return gen != "" && p.Labels["pod-template-generation"] == gen }
 	default:
 		return w, nil, false
 	}
@@ -81,7 +83,7 @@ func (v *view) record(obj any) (tracker.Workload, []string, bool) {
 // servicesSelecting returns the Services of namespace whose selector matches
 // at least one of pods, with the pods their slices list as ready
 // endpoints, and their names.
-func (v *view) servicesSelecting(namespace string, pods []*corev1.Pod) ([]tracker.ServiceSlices, []string) {
+func (v *view) servicesSelecting(namespace string, pods []*informers.Pod) ([]tracker.ServiceSlices, []string) {
 	if len(pods) == 0 {
 		return nil, nil
 	}
@@ -138,7 +140,7 @@ func (v *view) nodeReady(name string) bool {
 
 // workloadOf returns the UID of the workload controlling p: its
 // StatefulSet or DaemonSet, or the Deployment of its ReplicaSet.
-func (v *view) workloadOf(p *corev1.Pod) string {
+func (v *view) workloadOf(p *informers.Pod) string {
 	ref := metav1.GetControllerOfNoCopy(p)
 	if ref == nil {
 		return ""
@@ -183,13 +185,13 @@ func ownerUID(o metav1.Object) string {
 
 // podsOf returns the pods of a workload: a StatefulSet's or DaemonSet's
 // own, a Deployment's through its ReplicaSets.
-func (v *view) podsOf(kind tracker.Kind, uid string) []*corev1.Pod {
+func (v *view) podsOf(kind tracker.Kind, uid string) []*informers.Pod {
 	if kind != tracker.Deployment {
-		return informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, uid)
+		return informers.ByIndex[*informers.Pod](v.pods, informers.IndexOwner, uid)
 	}
-	var pods []*corev1.Pod
+	var pods []*informers.Pod
 	for _, rs := range informers.ByIndex[*appsv1.ReplicaSet](v.replicaSets, informers.IndexOwner, uid) {
-		pods = append(pods, informers.ByIndex[*corev1.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
+		pods = append(pods, informers.ByIndex[*informers.Pod](v.pods, informers.IndexOwner, string(rs.UID))...)
 	}
 	return pods
 }

@@ -75,13 +75,13 @@ var keptAnnotations = map[string]bool{
 // template change. So Compact marks what it compacted and passes marked
 // objects unchanged.
 func Compact(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()[AnnotationCompacted] != "" {
+	if compacted(obj) {
 		return obj, nil
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		compactMeta(&o.ObjectMeta)
-		compactPod(o)
+		return compactPod(o), nil
 	case *appsv1.Deployment:
 		setWrite(&o.ObjectMeta)
 		compactMeta(&o.ObjectMeta)
@@ -146,6 +146,18 @@ func Compact(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// compacted reports whether obj is already Compact's output: a record type
+// of its own (Pod), or an API object marked AnnotationCompacted.
+func compacted(obj any) bool {
+	switch o := obj.(type) {
+	case *Pod:
+		return true
+	case metav1.Object:
+		return o.GetAnnotations()[AnnotationCompacted] != ""
+	}
+	return false
 }
 
 func compactMeta(m *metav1.ObjectMeta) {
@@ -273,57 +285,6 @@ func hexOf(b []byte) []byte {
 		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0xf]
 	}
 	return out
-}
-
-// compactPod keeps what the pod stages, not-ready reasons and endpoint
-// tracking read: owner, node, container names and readiness probes, phase,
-// conditions, container states.
-func compactPod(p *corev1.Pod) {
-	slim := func(cs []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, len(cs))
-		for i, c := range cs {
-			out[i] = corev1.Container{Name: c.Name, Image: c.Image, ReadinessProbe: c.ReadinessProbe, RestartPolicy: c.RestartPolicy}
-		}
-		return out
-	}
-	p.Spec = corev1.PodSpec{
-		NodeName:       p.Spec.NodeName,
-		InitContainers: slim(p.Spec.InitContainers),
-		Containers:     slim(p.Spec.Containers),
-		ReadinessGates: p.Spec.ReadinessGates,
-		SchedulerName:  p.Spec.SchedulerName,
-		// Gated or not is what is read (scheduling_gated, the startup clock): one gate, copied, whatever the pod carries.
-		SchedulingGates: slices.Clone(p.Spec.SchedulingGates[:min(1, len(p.Spec.SchedulingGates))]),
-	}
-	slimStatus := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
-		out := make([]corev1.ContainerStatus, len(ss))
-		for i, s := range ss {
-			out[i] = corev1.ContainerStatus{Name: s.Name, State: s.State, LastTerminationState: s.LastTerminationState, Ready: s.Ready, RestartCount: s.RestartCount, Started: s.Started}
-		}
-		return out
-	}
-	// Conditions are kept with type, status, reason and lastTransitionTime:
-	// the startup stages, their order and the unschedulable reason read
-	// them. Their human messages (the kubelet's "containers with unready
-	// status: [app]", 37 bytes) are read by nothing, but for the
-	// scheduler's unschedulable explanation (often over 100 bytes), which
-	// the timelines show.
-	for i := range p.Status.Conditions {
-		c := &p.Status.Conditions[i]
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			// Except why a pod cannot be scheduled: the timeline shows it
-			// (cut like an Event's note), and only pending pods carry it.
-			c.Message = CutUTF8(c.Message, maxNoteBytes)
-		} else {
-			c.Message = ""
-		}
-		c.LastProbeTime = metav1.Time{}
-	}
-	p.Status.InitContainerStatuses = slimStatus(p.Status.InitContainerStatuses)
-	p.Status.ContainerStatuses = slimStatus(p.Status.ContainerStatuses)
-	p.Status.EphemeralContainerStatuses = nil
-	p.Status.PodIPs, p.Status.HostIPs = nil, nil
-	p.Status.ResourceClaimStatuses = nil
 }
 
 // CompactMeta compacts the metadata of an object Compact does not know (a

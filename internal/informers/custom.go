@@ -436,7 +436,7 @@ func (r *customRun) transform(next cache.TransformFunc) cache.TransformFunc {
 	}
 	return func(obj any) (any, error) {
 		if hooks := *r.hooks.Load(); len(hooks) > 0 {
-			if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()[AnnotationCompacted] == "" {
+			if m, ok := obj.(metav1.Object); ok && !compacted(obj) {
 				for _, h := range hooks {
 					h(m)
 				}

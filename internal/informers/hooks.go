@@ -54,7 +54,7 @@ func (f *Factory) hooked(r Resource, transform cache.TransformFunc) cache.Transf
 		hs := f.hooks.by[r]
 		f.hooks.mu.RUnlock()
 		if len(hs) > 0 {
-			if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()[AnnotationCompacted] == "" {
+			if m, ok := obj.(metav1.Object); ok && !compacted(obj) {
 				for _, h := range hs {
 					h(m)
 				}
@@ -68,6 +68,15 @@ func (f *Factory) hooked(r Resource, transform cache.TransformFunc) cache.Transf
 // a hook read it from managedFields (cached copies only). Set by the churn
 // collector's hook, kept by Compact.
 const AnnotationWriter = "kube-convergence.io/writer"
+
+// RecordedWriter returns the writer a hook recorded on a cached object
+// (AnnotationWriter, a field of a Pod record), "" without one.
+func RecordedWriter(m metav1.Object) string {
+	if p, ok := m.(*Pod); ok {
+		return p.writer
+	}
+	return m.GetAnnotations()[AnnotationWriter]
+}
 
 // NewestManager returns the manager of the managedFields entry with the
 // newest time: the writer of the last write that changed the object (the

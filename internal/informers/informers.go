@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -301,6 +302,20 @@ func ownerIndex(obj any) ([]string, error) {
 		return []string{string(ref.UID)}, nil
 	}
 	return nil, nil
+}
+
+// cachedType is the type of the objects the cache of r holds, what Compact
+// makes of r's API type (nil for a resource of no typed informer).
+func cachedType(r Resource) reflect.Type {
+	k, ok := known(nil, "")[r]
+	if !ok {
+		return nil
+	}
+	o, err := Compact(k.object.DeepCopyObject())
+	if err != nil {
+		return nil
+	}
+	return reflect.TypeOf(o)
 }
 
 type listFunc = func(context.Context, metav1.ListOptions) (runtime.Object, error)

@@ -30,6 +30,10 @@ const (
 // Stamp records on obj that it was received at `at`, by a list cycle when
 // listed.
 func Stamp(obj metav1.Object, at time.Time, listed bool) {
+	if p, ok := obj.(*Pod); ok {
+		p.received, p.listed = at.UnixNano(), listed
+		return
+	}
 	a := obj.GetAnnotations()
 	if a == nil {
 		a = make(map[string]string, 2)

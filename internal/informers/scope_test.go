@@ -246,7 +246,7 @@ func TestIncludedNamespacesHaveWatchesOfTheirOwn(t *testing.T) {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
 				hmu.Lock()
 				defer hmu.Unlock()
-				p := o.(*corev1.Pod)
+				p := o.(*Pod)
 				handled = append(handled, p.Namespace+"/"+p.Name)
 			}}); err != nil {
 				t.Fatal(err)

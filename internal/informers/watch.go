@@ -79,6 +79,10 @@ type Watching struct {
 // on complete facts (adding a handler to a synced informer replays its
 // cache as the initial list, not live). It returns at once.
 func Watch[T any](f *Factory, collector string, r Resource, h Handlers[T], facts ...Resource) (*Watching, error) {
+	if want := cachedType(r); want != nil && want != reflect.TypeFor[*T]() {
+		// Every notification would be dropped as unexpected: say so at start.
+		return nil, fmt.Errorf("%s: handlers of %v for %s, whose cache holds %v", collector, reflect.TypeFor[*T](), r, want)
+	}
 	inf, err := f.Informer(r)
 	if err != nil {
 		return nil, err

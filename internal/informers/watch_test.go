@@ -171,8 +171,11 @@ func TestWatchAttachesAfterItsFactsSynced(t *testing.T) {
 	)
 	f := New(cs, nil, slog.New(slog.DiscardHandler))
 	seen := make(chan Seen, 10)
-	w, err := Watch(f, "pods", Pods, Handlers[corev1.Pod]{
-		Changed: func(_, _ *corev1.Pod, s Seen) { seen <- s },
+	if _, err := Watch(f, "pods", Pods, Handlers[corev1.Pod]{}, Nodes); err == nil {
+		t.Error("handlers of *v1.Pod attached to the pods' cache of *informers.Pod records")
+	}
+	w, err := Watch(f, "pods", Pods, Handlers[Pod]{
+		Changed: func(_, _ *Pod, s Seen) { seen <- s },
 	}, Nodes)
 	if err != nil {
 		t.Fatal(err)

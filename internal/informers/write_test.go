@@ -70,14 +70,14 @@ func TestCompactKeepsTheWriteAndWhyUnschedulable(t *testing.T) {
 		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: long},
 		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [app]"},
 	}}}
-	_, _ = Compact(p)
-	if got := p.Status.Conditions[0].Message; got != long[:maxNoteBytes] {
+	cp := CompactPod(p)
+	if got := cp.Status.Conditions[0].Message; got != long[:maxNoteBytes] {
 		t.Errorf("unschedulable message = %q (%d bytes), want the first %d bytes", got, len(got), maxNoteBytes)
 	}
-	if got := p.Status.Conditions[1].Message; got != "" {
+	if got := cp.Status.Conditions[1].Message; got != "" {
 		t.Errorf("Ready message kept: %q", got)
 	}
-	if _, ok := p.Annotations[AnnotationWriteManagers]; ok {
+	if _, ok := cp.Annotations[AnnotationWriteManagers]; ok {
 		t.Error("a pod carries its write managers: memory per pod for nothing")
 	}
 }

@@ -107,7 +107,7 @@ func DaemonSet(d *appsv1.DaemonSet) tracker.Workload {
 // PodFacts returns what the not-ready classification reads from p.
 // nodeReady reports whether a node's Ready condition is True (unknown nodes
 // count as ready: no evidence against them).
-func PodFacts(p *corev1.Pod, nodeReady func(name string) bool) tracker.PodFacts {
+func PodFacts(p *informers.Pod, nodeReady func(name string) bool) tracker.PodFacts {
 	f := tracker.PodFacts{
 		Phase:       string(p.Status.Phase),
 		Terminating: p.DeletionTimestamp != nil,
@@ -123,7 +123,7 @@ func PodFacts(p *corev1.Pod, nodeReady func(name string) bool) tracker.PodFacts 
 	if p.Spec.NodeName != "" && nodeReady != nil && !nodeReady(p.Spec.NodeName) {
 		f.NodeNotReady = true
 	}
-	f.SchedulingGated = len(p.Spec.SchedulingGates) > 0
+	f.SchedulingGated = p.Spec.SchedulingGated
 	f.ContainersReady = conditionTrue(p, corev1.ContainersReady)
 	for _, g := range p.Spec.ReadinessGates {
 		if !conditionTrue(p, g.ConditionType) {
@@ -134,27 +134,23 @@ func PodFacts(p *corev1.Pod, nodeReady func(name string) bool) tracker.PodFacts 
 	return f
 }
 
-func conditionTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == t {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func conditionTrue(p *informers.Pod, t corev1.PodConditionType) bool {
+	c := p.ConditionOf(t)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // PodReady reports the pod's Ready condition.
-func PodReady(p *corev1.Pod) bool { return conditionTrue(p, corev1.PodReady) }
+func PodReady(p *informers.Pod) bool { return conditionTrue(p, corev1.PodReady) }
 
-func containerStates(ss []corev1.ContainerStatus) []tracker.ContainerState {
+func containerStates(ss []informers.ContainerStatus) []tracker.ContainerState {
 	out := make([]tracker.ContainerState, len(ss))
 	for i, s := range ss {
-		c := tracker.ContainerState{Running: s.State.Running != nil, RestartCount: s.RestartCount}
-		if s.State.Waiting != nil {
-			c.WaitingReason = s.State.Waiting.Reason
-		}
-		if t := s.State.Terminated; t != nil {
-			c.Terminated, c.TerminatedExit = true, t.ExitCode
+		c := tracker.ContainerState{Running: s.State.Kind == informers.ContainerRunning, RestartCount: s.RestartCount}
+		switch s.State.Kind {
+		case informers.ContainerWaiting:
+			c.WaitingReason = s.State.Reason
+		case informers.ContainerTerminated:
+			c.Terminated, c.TerminatedExit = true, s.State.ExitCode
 		}
 		out[i] = c
 	}
@@ -205,7 +201,7 @@ var OwnerKinds = []string{"ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Repl
 // OwnerKind is the owner_kind label of a pod: its controller's kind when the
 // API server serves it in the expected group, none without a controller,
 // other otherwise (a CRD's kind, or a kind a tenant invented).
-func OwnerKind(p *corev1.Pod) string {
+func OwnerKind(p metav1.Object) string {
 	ref := metav1.GetControllerOfNoCopy(p)
 	if ref == nil {
 		return OwnerKindNone
@@ -219,7 +215,7 @@ func OwnerKind(p *corev1.Pod) string {
 
 // Pod returns the record of p for the pod startup tracker. nodeReady is as
 // for PodFacts.
-func Pod(p *corev1.Pod, nodeReady func(name string) bool) tracker.Pod {
+func Pod(p *informers.Pod, nodeReady func(name string) bool) tracker.Pod {
 	r := tracker.Pod{
 		PodRef:  tracker.PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, OwnerKind: OwnerKind(p)},
 		Created: p.CreationTimestamp.Time,
@@ -235,7 +231,7 @@ func Pod(p *corev1.Pod, nodeReady func(name string) bool) tracker.Pod {
 
 // ServedPod returns the record of p for the endpoint tracker; services are
 // the names of the Services that select it (see PublishesByReadiness).
-func ServedPod(p *corev1.Pod, services []string) tracker.ServedPod {
+func ServedPod(p *informers.Pod, services []string) tracker.ServedPod {
 	return tracker.ServedPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
 		Ready: PodReady(p), Terminating: p.DeletionTimestamp != nil, Services: services}
 }

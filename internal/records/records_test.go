@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -27,7 +28,7 @@ func TestPodRecord(t *testing.T) {
 			{Type: "example.com/gate", Status: corev1.ConditionTrue}, // a readiness gate: not a stage
 		}},
 	}
-	r := Pod(p, nil)
+	r := Pod(informers.CompactPod(p), nil)
 	if r.OwnerKind != "ReplicaSet" || r.UID != "u1" || !r.Created.Equal(created) {
 		t.Errorf("identity = %+v", r.PodRef)
 	}
@@ -39,7 +40,7 @@ func TestPodRecord(t *testing.T) {
 		t.Errorf("conditions = %+v, want %+v", r.Conditions, want)
 	}
 	p.OwnerReferences[0].Controller = nil // an owner, not a controller
-	if got := Pod(p, nil).OwnerKind; got != OwnerKindNone {
+	if got := Pod(informers.CompactPod(p), nil).OwnerKind; got != OwnerKindNone {
 		t.Errorf("owner kind without a controller = %q", got)
 	}
 }
@@ -168,7 +169,7 @@ func TestGateFacts(t *testing.T) {
 	gated := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gates},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}}}}
-	if f := PodFacts(gated, nil); !f.SchedulingGated || tracker.NotReadyReason(f) != tracker.PodSchedulingGated {
+	if f := PodFacts(informers.CompactPod(gated), nil); !f.SchedulingGated || tracker.NotReadyReason(f) != tracker.PodSchedulingGated {
 		t.Errorf("gated: %+v, reason %q", f, tracker.NotReadyReason(f))
 	}
 	lb := &corev1.Pod{
@@ -179,16 +180,16 @@ func TestGateFacts(t *testing.T) {
 				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
 				{Type: corev1.PodReady, Status: corev1.ConditionFalse},
 			}}}
-	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessGate {
+	if f := PodFacts(informers.CompactPod(lb), nil); tracker.NotReadyReason(f) != tracker.PodReadinessGate {
 		t.Errorf("gate condition absent: %+v, reason %q", f, tracker.NotReadyReason(f))
 	}
 	lb.Status.Conditions = append(lb.Status.Conditions, corev1.PodCondition{Type: "target-health.elbv2.k8s.aws/web", Status: corev1.ConditionFalse})
-	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessGate {
+	if f := PodFacts(informers.CompactPod(lb), nil); tracker.NotReadyReason(f) != tracker.PodReadinessGate {
 		t.Errorf("gate condition False: reason %q", tracker.NotReadyReason(f))
 	}
 	lb.Status.Conditions[1].Status = corev1.ConditionFalse
 	lb.Status.Conditions[0].Status = corev1.ConditionFalse // containers not ready: the probe, not the gate
-	if f := PodFacts(lb, nil); tracker.NotReadyReason(f) != tracker.PodReadinessFailing {
+	if f := PodFacts(informers.CompactPod(lb), nil); tracker.NotReadyReason(f) != tracker.PodReadinessFailing {
 		t.Errorf("containers not ready: reason %q", tracker.NotReadyReason(f))
 	}
 }

@@ -168,8 +168,8 @@ func (blockingCollector) Resources() []informers.Resource {
 }
 func (blockingCollector) Register(prometheus.Registerer) error { return nil }
 func (c blockingCollector) Start(_ context.Context, f *informers.Factory) error {
-	_, err := informers.Watch(f, "blocking", informers.Pods, informers.Handlers[corev1.Pod]{
-		Changed: func(_, _ *corev1.Pod, _ informers.Seen) {
+	_, err := informers.Watch(f, "blocking", informers.Pods, informers.Handlers[informers.Pod]{
+		Changed: func(_, _ *informers.Pod, _ informers.Seen) {
 			c.entered <- struct{}{}
 			<-c.release
 		},
