@@ -3,6 +3,7 @@ package timeline
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,32 @@ func fill(s *Store, n, entries int) {
 	}
 }
 
+// fillPods stores n closed Deployment episodes of pods pods each, with the
+// entries the rollout collector writes per pod (created, scheduled, ready,
+// a ready endpoint), each event's object reference and strings of its own
+// as the informers hand them: the store's shape in a rollout of many pods.
+func fillPods(s *Store, n, pods int) {
+	for i := range n {
+		uid := fmt.Sprintf("0b7c1e3a-5d2f-4c8e-9a61-%012d", i)
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: uid, Namespace: "shop", Name: fmt.Sprintf("web-%d", i),
+			Generation: 2, Target: 2, Change: tracker.ChangeTemplate, Start: t0.Add(time.Duration(i) * time.Second)}
+		s.ObserveEpisodes([]tracker.Event{opened(ep)})
+		for j := range pods {
+			at := ep.Start.Add(time.Duration(j) * time.Millisecond)
+			ref := func() *ObjectRef {
+				return &ObjectRef{Kind: "Pod", Namespace: strings.Clone("shop"), Name: fmt.Sprintf("web-%d-7d9f8c6b5-%05d", i, j), UID: fmt.Sprintf("9f3a%032d", j)}
+			}
+			created, scheduled, ready := at.Truncate(time.Second), at.Add(time.Millisecond).Truncate(time.Second), at.Add(time.Second).Truncate(time.Second)
+			r := ref()
+			s.Add(uid, Entry{Time: at, Type: EntryObject, Object: r, Reason: "created", APITime: &created})
+			s.Add(uid, Entry{Time: at, Type: EntryScheduled, Object: r, Node: fmt.Sprintf("node-%d", j%30), APITime: &scheduled})
+			s.Add(uid, Entry{Time: at.Add(time.Second), Type: EntryReady, Object: ref(), Reason: "ready", APITime: &ready})
+			s.Add(uid, Entry{Time: at.Add(time.Second), Type: EntryEndpoint, Object: ref(), Reason: "ready", Message: strings.Clone("web"), APITime: &ready})
+		}
+		s.ObserveEpisodes([]tracker.Event{{Type: tracker.EpisodeClosed, Episode: ep, Outcome: tracker.OutcomeConverged, At: ep.Start.Add(5 * time.Second)}})
+	}
+}
+
 func heap() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -63,6 +90,21 @@ func BenchmarkStoreMemory(b *testing.B) {
 			}
 			b.ReportMetric(perEpisode, "B/episode")
 			b.ReportMetric(perEpisode/float64(entries), "B/entry")
+		})
+	}
+	// Pods' entries: 4 per pod, 10 and 50 pods per episode.
+	for _, pods := range []int{10, 50} {
+		b.Run(fmt.Sprintf("episodes=%d/pods=%d", n, pods), func(b *testing.B) {
+			var perEpisode float64
+			for range b.N {
+				before := heap()
+				s := NewStore(Config{Retained: n})
+				fillPods(s, n, pods)
+				perEpisode = float64(heap()-before) / n
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(perEpisode, "B/episode")
+			b.ReportMetric(perEpisode/float64(pods), "B/pod")
 		})
 	}
 }

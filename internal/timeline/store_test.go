@@ -473,3 +473,51 @@ func TestStoreForgetsOldDeletedObjects(t *testing.T) {
 		t.Errorf("relations kept after close: %d %d %d", len(s.related), len(s.relatedOf), len(s.gone))
 	}
 }
+
+// The store keeps entries packed: every field of an Entry comes back as it
+// went in (a type it does not know, a zero time, a nanosecond API time
+// included), and the entries about one object share one reference.
+func TestStoreEntriesComeBackAsTheyWentIn(t *testing.T) {
+	s := NewStore(Config{})
+	ep := deploy("u1", 1, 0)
+	s.ObserveEpisodes([]tracker.Event{opened(ep)})
+	api := t0.Add(1500 * time.Millisecond).Add(7 * time.Nanosecond)
+	in := []Entry{
+		{Time: t0.Add(time.Second), APITime: &api, Type: EntryWrite, Generation: 1, Managers: []string{"kubectl", "hpa"}, Message: WriterUnknown},
+		{Time: t0.Add(2 * time.Second), Type: EntryEvent, Object: &ObjectRef{Kind: "Pod", Namespace: "ns", Name: "web-1", UID: "p1"},
+			Reason: "BackOff", Message: "Back-off restarting failed container", Controller: "kubelet", Count: 7},
+		{Time: t0.Add(3 * time.Second), Type: EntryReady, Object: &ObjectRef{Kind: "Pod", Namespace: "ns", Name: "web-1", UID: "p1"}, Reason: "ready", Node: "n1", Stage: "x"},
+		{Type: EntryType("from-a-newer-collector"), Reason: "zero time"},
+	}
+	for _, e := range in {
+		if !s.Add("u1", e) {
+			t.Fatal("no open episode")
+		}
+	}
+	got := s.List(Query{UID: "u1"}, t0.Add(time.Minute))[0].Entries
+	// The entry without a time sorts first; the opening write entry of
+	// ObserveEpisodes is not among them (deploy has no write).
+	var mine []Entry
+	for _, e := range got {
+		if e.Type != EntryStage {
+			mine = append(mine, e)
+		}
+	}
+	want := append([]Entry{in[3]}, in[:3]...)
+	if len(mine) != len(want) {
+		t.Fatalf("entries %+v, want %+v", mine, want)
+	}
+	for i := range want {
+		w, g := want[i], mine[i]
+		if !g.Time.Equal(w.Time) || (g.APITime == nil) != (w.APITime == nil) || g.APITime != nil && !g.APITime.Equal(*w.APITime) {
+			t.Errorf("entry %d: times %v %v, want %v %v", i, g.Time, g.APITime, w.Time, w.APITime)
+		}
+		g.Time, g.APITime, w.Time, w.APITime = time.Time{}, nil, time.Time{}, nil
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("entry %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if mine[2].Object != mine[3].Object {
+		t.Error("two entries about pod p1 hold two equal references")
+	}
+}
