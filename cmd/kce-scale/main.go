@@ -320,10 +320,10 @@ func run() (err error) {
 	// receive time, once the timelines show them all (or a minute passed).
 	wrote := 2 * sh.truthDeployments * replicas
 	var written map[string]acceptance
-	var failed int
+	var failed, rewritten int
 	_ = waitFor(ctx, time.Minute, "the exporter's timelines show every truth pod Ready", func() (bool, string, error) {
 		seen.poll(ctx)
-		written, failed = writer.results()
+		written, failed, rewritten = writer.results()
 		at, _, _ := seen.snapshot()
 		_, _, _, missing := readyErrors(written, at)
 		return len(written) >= wrote && missing == 0, fmt.Sprintf("%d written of %d, %d not in the timelines", len(written), wrote, missing), nil
@@ -353,7 +353,7 @@ func run() (err error) {
 		cfg: cfg, sh: sh, began: began, loadBefore: loadBefore, loadAfter: loadAverage(),
 		createTook: createTook, churnTook: churnTook, total: time.Since(began),
 		exp: figs[exp], late: late, early: early, roundTrip: roundTrip, polls: polls, pollErrs: pollErrs,
-		matched: len(late), written: len(written), checks: checks,
+		matched: len(late), written: len(written), rewritten: rewritten, checks: checks,
 		exporterVersion: version(cfg.exporter, "--version"),
 	}
 	if ksm != nil {

@@ -91,7 +91,7 @@ type result struct {
 	exp, ksm                     *figures
 	late, early, roundTrip       []float64
 	polls, pollErrs              int
-	matched, written             int
+	matched, written, rewritten  int
 	checks                       []string
 	exporterVersion, ksmVersion  string
 }
@@ -166,7 +166,8 @@ func (r result) markdown() string {
 	fmt.Fprintf(&b, "\nAccuracy: %d truth pods (Deployments in namespaces of their own whose pods kwok starts but never makes Ready) "+
 		"were made Ready by the run's own writer with a status update; the API server accepted each between the request's start and the response. "+
 		"The exporter's time is the receipt of its `ready` timeline entry (/api/v1/timelines, read every 2 s: %d reads, %d failed). "+
-		"%d of %d written pods matched.\n", r.written, r.polls, r.pollErrs, r.matched, r.written)
+		"%d of %d written pods matched; %d were made Ready again after another writer (kwok, lagging) set them not Ready, "+
+		"and keep their first write as the truth.\n", r.written, r.polls, r.pollErrs, r.matched, r.written, r.rewritten)
 	if len(r.checks) > 0 {
 		b.WriteString("\nChecks failed:\n\n")
 		for _, c := range r.checks {

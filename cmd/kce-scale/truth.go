@@ -58,8 +58,13 @@ type truthWriter struct {
 	queue   workqueue.TypedInterface[string]
 	lister  cache.Indexer
 	mu      sync.Mutex
-	written map[string]acceptance // pod uid -> its Ready write
+	written map[string]acceptance // pod uid -> its first Ready write
 	failed  int
+	// rewritten counts pods made Ready again after another writer (kwok,
+	// lagging, applying a status it computed before the truth write) set
+	// them not Ready: their truth stays the first write, which the
+	// exporter's first ready entry dates.
+	rewritten int
 }
 
 func startTruthWriter(ctx context.Context, c kubernetes.Interface, logger *slog.Logger, workers int) (*truthWriter, error) {
@@ -92,15 +97,11 @@ func startTruthWriter(ctx context.Context, c kubernetes.Interface, logger *slog.
 	return w, nil
 }
 
-// wants: a truth pod whose containers kwok started, not Ready, not written.
+// wants: a truth pod whose containers kwok started, not Ready. A pod
+// written before is written again: another writer took its Ready back (a
+// run left a pod not Ready for good when only unwritten pods were).
 func (w *truthWriter) wants(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || podReady(p) {
-		return false
-	}
-	w.mu.Lock()
-	_, done := w.written[string(p.UID)]
-	w.mu.Unlock()
-	return !done
+	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && !podReady(p)
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -144,7 +145,11 @@ func (w *truthWriter) write(ctx context.Context, key string) {
 			return err
 		}
 		w.mu.Lock()
-		w.written[string(got.UID)] = acceptance{before: before, after: after}
+		if _, again := w.written[string(got.UID)]; again {
+			w.rewritten++
+		} else {
+			w.written[string(got.UID)] = acceptance{before: before, after: after}
+		}
 		w.mu.Unlock()
 		return nil
 	})
@@ -176,14 +181,14 @@ func setReady(p *corev1.Pod, now metav1.Time) {
 	}
 }
 
-func (w *truthWriter) results() (map[string]acceptance, int) {
+func (w *truthWriter) results() (written map[string]acceptance, failed, rewritten int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make(map[string]acceptance, len(w.written))
 	for k, v := range w.written {
 		out[k] = v
 	}
-	return out, w.failed
+	return out, w.failed, w.rewritten
 }
 
 // readyTimes collects, from the exporter's timelines of the truth
