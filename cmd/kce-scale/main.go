@@ -119,6 +119,12 @@ type figures struct {
 	size, lines           int
 	midFrom, midTo        float64 // rollouts converged in the API around the mid-churn series
 	heapForcedGC, present bool
+	// restart: a new process started with the N pods present: its peak
+	// (VmHWM: the initial list included) and, after a forced GC once it
+	// has listed them, its RSS; how long until then.
+	restart     point
+	restartPeak uint64
+	restartTook time.Duration
 }
 
 type progress struct {
@@ -362,6 +368,9 @@ func run() (err error) {
 	} else {
 		res.ksm = &figures{}
 	}
+	if err := restartAll(ctx, cfg, sb, scratch, targets, figs, sh.pods, say); err != nil {
+		return fmt.Errorf("restart with %d pods present: %w", sh.pods, err)
+	}
 	text := res.markdown()
 	fmt.Println()
 	fmt.Print(text)
@@ -454,6 +463,63 @@ func startTargets(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch 
 		return exp, ksm, err
 	}
 	return exp, ksm, nil
+}
+
+// restartAll stops the measured processes and starts new ones on the
+// cluster as it is (N pods converged): the initial list's peak against the
+// steady state, what a memory limit must allow at every restart. The
+// exporter has listed everything once it is ready (its readiness waits
+// for its informers' sync), kube-state-metrics once its kube_pod_info
+// series number the pods.
+func restartAll(ctx context.Context, cfg config, sb *sandbox.Sandbox, scratch string, old []*target, figs map[*target]*figures, pods int, say func(string, ...any)) error {
+	for _, t := range old {
+		t.stop()
+	}
+	dir := filepath.Join(scratch, "restart")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	began := time.Now()
+	exp, ksm, err := startTargets(ctx, cfg, sb, dir)
+	defer func() {
+		exp.stop()
+		ksm.stop()
+	}()
+	if err != nil {
+		return err
+	}
+	news := map[string]*target{exp.name: exp}
+	if ksm != nil {
+		news[ksm.name] = ksm
+		if err := waitFor(ctx, 10*time.Minute, "kube-state-metrics listed every pod", func() (bool, string, error) {
+			n := 0
+			_, _, err := scrape(ctx, ksm.metricsURL, func(l string) {
+				if strings.HasPrefix(l, "kube_pod_info{") {
+					n++
+				}
+			})
+			return n >= pods, fmt.Sprintf("%d of %d pods", n, pods), errors.Join(err, ksm.exited())
+		}, time.Second, say); err != nil {
+			return err
+		}
+	}
+	took := time.Since(began)
+	for _, t := range old {
+		n := news[t.name]
+		f := figs[t]
+		p, err := n.measure(ctx)
+		if err != nil {
+			return err
+		}
+		m, err := readMemory(n.pid())
+		if err != nil {
+			return err
+		}
+		f.restart, f.restartPeak, f.restartTook = p, m.hwm, took
+		say("restarted %s with %d pods present: peak RSS %s", t.name, pods, mib(m.hwm))
+	}
+	say("restarted, after a forced GC: %s", memLine(old, figs, func(f *figures) point { return f.restart }))
+	return nil
 }
 
 func hasFlag(bin, flag string) bool {

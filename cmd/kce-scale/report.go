@@ -145,6 +145,12 @@ func (r result) markdown() string {
 	both("RSS converged after the churn", func(f *figures) string { return mib(f.p2.mem.rss) })
 	both("RSS peak (VmHWM)", func(f *figures) string { return mib(f.p2.mem.hwm) })
 	both("RSS peak (1 s samples)", func(f *figures) string { return fmt.Sprintf("%s (%d samples)", mib(f.peakSampled), f.samples) })
+	both("restarted with N pods present: RSS peak (VmHWM, the initial list) / RSS after a forced GC", func(f *figures) string {
+		if f.restart.mem.rss == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%s / %s (%.2f×), listed in %s", mib(f.restartPeak), mib(f.restart.mem.rss), float64(f.restartPeak)/float64(f.restart.mem.rss), duration(f.restartTook))
+	})
 	both("RSS per pod (at N − at 0) / N", func(f *figures) string { return perPod(f.p1.mem.rss, f.p0.mem.rss, r.sh.pods) })
 	both("heap in use at 0 / at N / after the churn", func(f *figures) string {
 		return mib(uint64(f.p0.heapInuse)) + " / " + mib(uint64(f.p1.heapInuse)) + " / " + mib(uint64(f.p2.heapInuse))

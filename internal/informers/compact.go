@@ -30,7 +30,8 @@ const (
 	AnnotationOtherHash = "kube-convergence.io/other-spec-hash"
 	// AnnotationCompacted marks an object Compact has already compacted
 	// (see Compact). It costs one map entry of constant strings per cached
-	// object, tens of bytes against the 2-4 KB that compaction saves.
+	// object, tens of bytes against the 2-4 KB that compaction saves. A pod's
+	// record (Pod) needs none: its type says it.
 	AnnotationCompacted = "kube-convergence.io/compacted"
 	// AnnotationWriteManagers names the field managers of the object's
 	// last write (newline-separated: a manager name is printable), and
@@ -154,6 +155,10 @@ func compacted(obj any) bool {
 	switch o := obj.(type) {
 	case *Pod:
 		return true
+	case *corev1.Pod:
+		// Compact makes a record of its own of it: the API object it
+		// marked (compactMeta) is not a cached one.
+		return false
 	case metav1.Object:
 		return o.GetAnnotations()[AnnotationCompacted] != ""
 	}

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// A pod with 300 scheduling gates stays gated after compaction, with one
-// record of 300 bytes less; a pod without gates stays without.
+// A pod with 300 scheduling gates stays gated after compaction (its record
+// keeps whether, not the gates); a pod without gates stays without.
 func TestCompactKeepsSchedulingGated(t *testing.T) {
 	gates := make([]corev1.PodSchedulingGate, 300)
 	for i := range gates {

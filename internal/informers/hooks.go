@@ -66,7 +66,8 @@ func (f *Factory) hooked(r Resource, transform cache.TransformFunc) cache.Transf
 
 // AnnotationWriter names the field manager of an object's last write, as
 // a hook read it from managedFields (cached copies only). Set by the churn
-// collector's hook, kept by Compact.
+// collector's hook, kept by Compact (a field of a pod's record:
+// RecordedWriter reads both).
 const AnnotationWriter = "kube-convergence.io/writer"
 
 // RecordedWriter returns the writer a hook recorded on a cached object

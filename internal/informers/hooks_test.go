@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -50,5 +51,48 @@ func TestHooksRunBeforeCompact(t *testing.T) {
 	}
 	if NewestManager(&metav1.ObjectMeta{}) != "" {
 		t.Error("NewestManager without managedFields")
+	}
+}
+
+// A pod's writer, recorded by a hook as an annotation, reaches its record
+// as a field through the transform the pod informer runs; the record's
+// second pass (WatchList) shows the hook nothing, and the same API object
+// compacted twice gives equal records.
+func TestPodHooksReachTheRecord(t *testing.T) {
+	f := New(fake.NewClientset(), nil, slog.New(slog.DiscardHandler))
+	hooked := 0
+	f.BeforeCompact(Pods, func(m metav1.Object) {
+		hooked++
+		a := m.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[AnnotationWriter] = NewestManager(m)
+		m.SetAnnotations(a)
+	})
+	transform := f.hooked(Pods, Compact)
+	t1 := metav1.NewTime(time.Unix(100, 0))
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kwok", Time: &t1}}}}
+	Stamp(p, time.Unix(0, 42), false)
+	out, err := transform(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := out.(*Pod)
+	if !ok {
+		t.Fatalf("the pod transform made a %T", out)
+	}
+	if w := RecordedWriter(rec); w != "kwok" || rec.Annotations != nil {
+		t.Errorf("record: writer %q, annotations %v; want kwok, none", w, rec.Annotations)
+	}
+	if again, err := transform(rec); err != nil || again != any(rec) || hooked != 1 {
+		t.Errorf("second pass: %v, same record %v, hook ran %d times", err, again == any(rec), hooked)
+	}
+	twice, err := Compact(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, ok := twice.(*Pod); !ok || tr.Name != rec.Name || RecordedWriter(tr) != "kwok" {
+		t.Errorf("the API object compacted again gave %#v, want a record equal to the first", twice)
 	}
 }

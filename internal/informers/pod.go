@@ -21,7 +21,8 @@ import (
 // record (docs/performance.md).
 //
 // Its metadata has no annotations: what the exporter's stamps and hooks
-// wrote into them (the receipt, the writer) are fields (Receipt, Writer),
+// wrote into them (the receipt, the writer) are fields (Receipt,
+// RecordedWriter),
 // and no annotation of the API's is read of a pod. A map costs about 300
 // bytes.
 //

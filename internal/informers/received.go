@@ -47,8 +47,8 @@ func Stamp(obj metav1.Object, at time.Time, listed bool) {
 	obj.SetAnnotations(a)
 }
 
-// Receipt is implemented by a cached object that a collector's transform
-// compacted into a type of its own, keeping the receive stamps as fields
+// Receipt is implemented by a cached object compacted into a type of its
+// own (Compact's Pod, a custom resource collector's records), keeping the receive stamps as fields
 // instead of annotations (a map costs about 300 bytes per object).
 type Receipt interface {
 	Receipt() (at time.Time, listed bool)

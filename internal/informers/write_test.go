@@ -77,7 +77,4 @@ func TestCompactKeepsTheWriteAndWhyUnschedulable(t *testing.T) {
 	if got := cp.Status.Conditions[1].Message; got != "" {
 		t.Errorf("Ready message kept: %q", got)
 	}
-	if _, ok := cp.Annotations[AnnotationWriteManagers]; ok {
-		t.Error("a pod carries its write managers: memory per pod for nothing")
-	}
 }

@@ -123,7 +123,8 @@ type ObjectRef struct {
 // Entry is one piece of evidence. Time is when the exporter received it;
 // APITime the API-side time when the object carries one (an Event's
 // eventTime, a condition's lastTransitionTime, a creationTimestamp): the
-// two clocks differ by the watch delay and any clock skew.
+// two clocks differ by the watch delay and any clock skew. The store gives
+// both back in UTC.
 type Entry struct {
 	Time       time.Time  `json:"time"`
 	APITime    *time.Time `json:"apiTime,omitempty"`

@@ -271,7 +271,8 @@ func (s *Store) evict(r *record) {
 }
 
 // entry is an Entry as the store keeps it; readers get Entries (see
-// record.episode). Times are packed as Unix nanoseconds (an Entry's Time is
+// record.episode), their times in UTC without a monotonic reading (the
+// same instants; an episode's own times keep the zone they came with). Times are packed as Unix nanoseconds (an Entry's Time is
 // 24 bytes, its APITime a pointer to 24 more), the type is a byte, the
 // fields only some types use are in an allocation of their own, made only
 // when one is set, and the object reference is shared with a recent entry
@@ -301,8 +302,9 @@ type entryMore struct {
 }
 
 const (
-	hasAPI uint8 = 1 << iota
-	zeroAt       // Time was the zero time, which has no Unix ns
+	hasAPI  uint8 = 1 << iota
+	zeroAt        // Time was the zero time, which has no Unix ns
+	zeroAPI       // APITime pointed at the zero time
 )
 
 // entryTypes are the types an entry stores as a byte (index 0 is none).
@@ -335,7 +337,11 @@ func pack(e Entry) entry {
 	} else {
 		c.at = e.Time.UnixNano()
 	}
-	if e.APITime != nil {
+	switch {
+	case e.APITime == nil:
+	case e.APITime.IsZero():
+		c.flags |= hasAPI | zeroAPI
+	default:
 		c.flags |= hasAPI
 		c.api = e.APITime.UnixNano()
 	}
@@ -353,7 +359,10 @@ func (c *entry) unpack() Entry {
 	if c.flags&zeroAt == 0 {
 		e.Time = time.Unix(0, c.at).UTC()
 	}
-	if c.flags&hasAPI != 0 {
+	switch {
+	case c.flags&zeroAPI != 0:
+		e.APITime = &time.Time{}
+	case c.flags&hasAPI != 0:
 		api := time.Unix(0, c.api).UTC()
 		e.APITime = &api
 	}
@@ -365,12 +374,21 @@ func (r *record) shareObject(c *entry) {
 	if c.obj == nil {
 		return
 	}
-	for _, es := range [][]entry{r.ring, r.head} {
-		for i := len(es) - 1; i >= max(0, len(es)-sameObjectWithin); i-- {
-			if o := es[i].obj; o != nil && o != c.obj && *o == *c.obj {
-				c.obj = o
-				return
-			}
+	// The newest entries: the ring's, from the slot before ringStart
+	// backwards (it wraps once full), then the head's last ones.
+	for k := 1; k <= sameObjectWithin; k++ {
+		var e *entry
+		switch n := len(r.ring); {
+		case k <= n:
+			e = &r.ring[(r.ringStart-k+n)%n]
+		case k-n <= len(r.head):
+			e = &r.head[len(r.head)-(k-n)]
+		default:
+			return
+		}
+		if o := e.obj; o != nil && o != c.obj && *o == *c.obj {
+			c.obj = o
+			return
 		}
 	}
 }
@@ -530,8 +548,8 @@ func (s *Store) Block(uid, stage, reason string, now time.Time) {
 }
 
 // List implements Source. The episodes, their stages and entry lists are
-// the caller's; what entries point to (Object, APITime, Managers) is
-// shared with the store and must not be modified.
+// the caller's; what entries point to (Object, Managers) is shared with
+// the store and must not be modified (APITime is a copy).
 func (s *Store) List(q Query, now time.Time) []Episode {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -650,9 +668,9 @@ func (r *record) episode(now time.Time) Episode {
 		}
 		ep.Stages[i] = st
 	}
-	// A shallow copy: what an entry points to (Object, APITime, Managers)
-	// is never modified once added, and is shared with the readers, who
-	// must not modify it either. Copying it too made List 4 times slower
+	// A shallow copy: what an entry points to (Object, Managers) is never
+	// modified once added, and is shared with the readers, who must not
+	// modify it either. Copying it too made List 4 times slower
 	// (BenchmarkStoreList).
 	ep.Entries = make([]Entry, 0, len(r.head)+len(r.ring))
 	for _, es := range [][]entry{r.head, r.ring[r.ringStart:], r.ring[:r.ringStart]} {

@@ -487,7 +487,7 @@ func TestStoreEntriesComeBackAsTheyWentIn(t *testing.T) {
 		{Time: t0.Add(2 * time.Second), Type: EntryEvent, Object: &ObjectRef{Kind: "Pod", Namespace: "ns", Name: "web-1", UID: "p1"},
 			Reason: "BackOff", Message: "Back-off restarting failed container", Controller: "kubelet", Count: 7},
 		{Time: t0.Add(3 * time.Second), Type: EntryReady, Object: &ObjectRef{Kind: "Pod", Namespace: "ns", Name: "web-1", UID: "p1"}, Reason: "ready", Node: "n1", Stage: "x"},
-		{Type: EntryType("from-a-newer-collector"), Reason: "zero time"},
+		{Type: EntryType("from-a-newer-collector"), Reason: "zero time", APITime: &time.Time{}},
 	}
 	for _, e := range in {
 		if !s.Add("u1", e) {
