@@ -323,16 +323,25 @@ func run() (err error) {
 	}
 
 	// Accuracy: every truth pod's Ready write against the exporter's
-	// receive time, once the timelines show them all (or a minute passed).
+	// receive time, once the timelines show them all and its startup
+	// histogram counts them (or a minute passed). The progress scrape runs
+	// every 15 s and not while a measured series holds the target: read
+	// afresh here, or the pods made Ready in the last seconds of phase 2
+	// (those written twice, say) are missing from a stale count.
 	wrote := 2 * sh.truthDeployments * replicas
 	var written map[string]acceptance
 	var failed, rewritten int
 	_ = waitFor(ctx, time.Minute, "the exporter's timelines show every truth pod Ready", func() (bool, string, error) {
 		seen.poll(ctx)
+		scrapeProgress(ctx, exp, ksm, truthNS, prog)
 		written, failed, rewritten = writer.results()
 		at, _, _ := seen.snapshot()
 		_, _, _, missing := readyErrors(written, at)
-		return len(written) >= wrote && missing == 0, fmt.Sprintf("%d written of %d, %d not in the timelines", len(written), wrote, missing), nil
+		prog.mu.Lock()
+		observed := prog.truthReady
+		prog.mu.Unlock()
+		return len(written) >= wrote && missing == 0 && observed >= float64(wrote),
+			fmt.Sprintf("%d written of %d, %d not in the timelines, %v ready startups counted", len(written), wrote, missing, observed), nil
 	}, 2*time.Second, say)
 	cancelRun()
 	at, polls, pollErrs := seen.snapshot()
