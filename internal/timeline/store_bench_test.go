@@ -80,33 +80,30 @@ func BenchmarkStoreMemory(b *testing.B) {
 	const n = 1000
 	for _, entries := range []int{6, 50, 200} {
 		b.Run(fmt.Sprintf("episodes=%d/entries=%d", n, entries), func(b *testing.B) {
-			var perEpisode float64
-			for range b.N {
-				before := heap()
-				s := NewStore(Config{Retained: n})
-				fill(s, n, entries)
-				perEpisode = float64(heap()-before) / n
-				runtime.KeepAlive(s)
-			}
-			b.ReportMetric(perEpisode, "B/episode")
-			b.ReportMetric(perEpisode/float64(entries), "B/entry")
+			storeMemory(b, n, float64(entries), "B/entry", func(s *Store) { fill(s, n, entries) })
 		})
 	}
 	// Pods' entries: 4 per pod, 10 and 50 pods per episode.
 	for _, pods := range []int{10, 50} {
 		b.Run(fmt.Sprintf("episodes=%d/pods=%d", n, pods), func(b *testing.B) {
-			var perEpisode float64
-			for range b.N {
-				before := heap()
-				s := NewStore(Config{Retained: n})
-				fillPods(s, n, pods)
-				perEpisode = float64(heap()-before) / n
-				runtime.KeepAlive(s)
-			}
-			b.ReportMetric(perEpisode, "B/episode")
-			b.ReportMetric(perEpisode/float64(pods), "B/pod")
+			storeMemory(b, n, float64(pods), "B/pod", func(s *Store) { fillPods(s, n, pods) })
 		})
 	}
+}
+
+// storeMemory reports the heap a store of n episodes filled by fill holds,
+// per episode and per unit (of which an episode holds per).
+func storeMemory(b *testing.B, n int, per float64, unit string, fill func(*Store)) {
+	var perEpisode float64
+	for range b.N {
+		before := heap()
+		s := NewStore(Config{Retained: n})
+		fill(s)
+		perEpisode = float64(heap()-before) / float64(n)
+		runtime.KeepAlive(s)
+	}
+	b.ReportMetric(perEpisode, "B/episode")
+	b.ReportMetric(perEpisode/per, unit)
 }
 
 // BenchmarkStoreAdd is the cost of one entry on the feed's path.
