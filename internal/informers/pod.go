@@ -22,9 +22,8 @@ import (
 //
 // Its metadata has no annotations: what the exporter's stamps and hooks
 // wrote into them (the receipt, the writer) are fields (Receipt,
-// RecordedWriter),
-// and no annotation of the API's is read of a pod. A map costs about 300
-// bytes.
+// RecordedWriter), and no annotation of the API's is read of a pod. A map
+// costs about 300 bytes.
 //
 // The collectors and the timelines share one record per pod and must not
 // modify it (as every object of a client-go cache).
