@@ -220,8 +220,9 @@ func TestContentSecurityPolicyOnEveryResponse(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if csp := resp.Header.Get("Content-Security-Policy"); resp.StatusCode != tc.code || csp != "default-src 'self'" {
-			t.Errorf("GET %s: %d with Content-Security-Policy %q, want %d with default-src 'self'", tc.path, resp.StatusCode, csp, tc.code)
+		const want = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+		if csp, xfo := resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"); resp.StatusCode != tc.code || csp != want || xfo != "DENY" {
+			t.Errorf("GET %s: %d with Content-Security-Policy %q, X-Frame-Options %q; want %d with %s, DENY", tc.path, resp.StatusCode, csp, xfo, tc.code, want)
 		}
 	}
 	// POST to the page: the landing page's 404 carries it too.

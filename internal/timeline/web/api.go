@@ -24,7 +24,11 @@ type apiError struct {
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
-	q, perr := h.parseList(r.URL.Query(), listParams, now)
+	v, perr := queryOf(r)
+	var q timeline.Query
+	if perr == nil {
+		q, perr = h.parseList(v, listParams, now)
+	}
 	if perr != nil {
 		writeError(w, http.StatusBadRequest, apiError{Error: perr.Error(), Parameter: perr.Parameter, Accepted: perr.Accepted})
 		return
@@ -34,7 +38,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) object(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
-	if len(r.URL.Query()) > 0 {
+	if r.URL.RawQuery != "" {
 		writeError(w, http.StatusBadRequest, apiError{Error: "the object endpoint takes no query parameters; filter with " + APIPath + "?..."})
 		return
 	}

@@ -153,6 +153,11 @@ func TestListBadParameters(t *testing.T) {
 		{"?trace_id=xyz", "trace_id", []string{"32 lower-case hex digits"}},
 		{"?namspace=shop", "namspace", []string{"namespace", "kind", "outcome", "state", "sort", "limit", "uid", "trace_id"}},
 		{"?state=closed&state=stalled", "state", nil},
+		// Malformed pairs: url.URL.Query dropped them and kept the rest,
+		// so the namespace filter was ignored and every episode came back.
+		{"?namespace=shop;x", "query", nil},
+		{"?namespace=%zz", "query", nil},
+		{"?state=closed&namespace=sh%op", "query", nil},
 	} {
 		var e apiError
 		fetchJSON(t, srv, APIPath+tc.query, http.StatusBadRequest, &e)
@@ -222,6 +227,15 @@ func TestObjectEndpoint(t *testing.T) {
 		fetchJSON(t, srv, APIPath+path, http.StatusOK, &got)
 		if len(got.Items) != 1 {
 			t.Errorf("%s: %q, want one episode", path, names(got.Items))
+		}
+	}
+	// The object endpoint takes no query: a malformed one, which
+	// url.URL.Query read as empty, is refused too.
+	for _, q := range []string{"?limit=1", "?;", "?%zz"} {
+		var e apiError
+		fetchJSON(t, srv, APIPath+"/deploy/shop/web"+q, http.StatusBadRequest, &e)
+		if e.Code != 400 || !strings.Contains(e.Error, "no query parameters") {
+			t.Errorf("%s: %+v, want a 400 saying the endpoint takes no query", q, e)
 		}
 	}
 	for _, path := range []string{"/deploy/shop/nothing", "/deploy/other/web", "/ClusterIssuer.cert-manager.io/shop/ca", "/statefulset/_/pg"} {

@@ -82,9 +82,12 @@ type entryView struct {
 func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	d := h.pageData("Timelines", now)
-	v := r.URL.Query()
-	d.Filters.Namespace, d.Filters.Kind, d.Filters.Outcome, d.Filters.State = v.Get("namespace"), v.Get("kind"), v.Get("outcome"), v.Get("state")
-	q, perr := h.parseList(v, pageParams, now)
+	v, perr := queryOf(r)
+	var q timeline.Query
+	if perr == nil {
+		d.Filters.Namespace, d.Filters.Kind, d.Filters.Outcome, d.Filters.State = v.Get("namespace"), v.Get("kind"), v.Get("outcome"), v.Get("state")
+		q, perr = h.parseList(v, pageParams, now)
+	}
 	if perr != nil {
 		d.Error = perr.Error()
 		h.render(w, http.StatusBadRequest, d)

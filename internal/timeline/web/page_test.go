@@ -124,7 +124,7 @@ func TestListPage(t *testing.T) {
 	if strings.Contains(body, `id="slowest"`) || !strings.Contains(body, `id="stalled"`) {
 		t.Error("state=stalled: want the stalled section only")
 	}
-	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods", "?trace_id=nothex"} {
+	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods", "?trace_id=nothex", "?namespace=shop;x", "?namespace=%zz"} {
 		body := getPage(t, srv, PagePath+q, http.StatusBadRequest)
 		if !strings.Contains(body, `<p class="error" role="alert">parameter `) || !strings.Contains(body, `<form class="filters"`) {
 			t.Errorf("%s: no error above the form:\n%s", q, body)

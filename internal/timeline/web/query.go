@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -54,6 +55,18 @@ func (e *paramError) Error() string {
 // given twice are errors: a misspelt filter (?namspace=) would otherwise
 // silently answer everything. allowed are the parameters accepted (the
 // page takes fewer than the API).
+// queryOf parses r's query string, refusing a malformed one:
+// url.URL.Query drops the pairs it cannot parse (one with a ';', a bad
+// '%' escape) and keeps the others, so a filter given that way would be
+// ignored and the answer hold every episode.
+func queryOf(r *http.Request) (url.Values, *paramError) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, &paramError{Parameter: "query", Message: fmt.Sprintf("malformed (%v): pairs are name=value joined by &, with %%-escapes", err)}
+	}
+	return v, nil
+}
+
 func (h *handler) parseList(v url.Values, allowed []string, now time.Time) (timeline.Query, *paramError) {
 	q := timeline.Query{Sort: timeline.SortDuration, Limit: DefaultLimit}
 	keys := make([]string, 0, len(v))

@@ -11,8 +11,9 @@
 // rendered by html/template, which escapes by context, carries no script at
 // all and loads nothing but its own stylesheet, embedded in the binary so
 // that it works in air-gapped clusters. The exporter's HTTP handler sends
-// `Content-Security-Policy: default-src 'self'` on every response
-// (internal/serve), which also forbids inline styles: the page has none.
+// `Content-Security-Policy: default-src 'self'` (and no framing, no <base>,
+// forms to itself only) on every response (internal/serve), which also
+// forbids inline styles: the page has none.
 package web
 
 import (
