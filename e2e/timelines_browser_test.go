@@ -174,7 +174,7 @@ func checkTimelinePage(ctx context.Context, t *testing.T, base, kind, namespace,
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	const policy = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+	const policy = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 	if csp, xfo := resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"); csp != policy || xfo != "DENY" {
 		t.Errorf("Content-Security-Policy %q, X-Frame-Options %q; want %s, DENY", csp, xfo, policy)
 	}

@@ -26,7 +26,13 @@ import (
 )
 
 // apiSource reads an exporter's timeline API: /api/v1/timelines and the
-// one-object endpoint, as a timeline.Source.
+// one-object endpoint, as an episodeSource.
+// episodeSource reads episodes whole, as the tests compare them.
+type episodeSource interface {
+	List(q timeline.Query, now time.Time) []timeline.Episode
+	Object(kind, namespace, name string, now time.Time) []timeline.Episode
+}
+
 type apiSource struct {
 	t *testing.T
 	e *exporterProc
@@ -83,7 +89,7 @@ func TestTimelineQuotaBlockedRollout(t *testing.T) {
 	ctx := context.Background()
 	ns := "timeline-quota"
 	exp := shared.forTest(t)
-	var store timeline.Source = apiSource{t, exp}
+	var store episodeSource = apiSource{t, exp}
 	quotaNamespace(t, ns)
 
 	labels := map[string]string{"app": "tl"}
@@ -201,7 +207,7 @@ func TestTimelineQuotaBlockedRollout(t *testing.T) {
 func TestTimelineRolloutEvidence(t *testing.T) {
 	ctx := context.Background()
 	exp := shared.forTest(t)
-	var store timeline.Source = apiSource{t, exp}
+	var store episodeSource = apiSource{t, exp}
 	ns := namespace(t, "timeline-evidence")
 	unschedulable(t, namespace(t, "timeline-unsched"))
 	service(t, ns, "web")
@@ -430,7 +436,7 @@ func unschedulable(t *testing.T, ns string) {
 // pod created, the scheduler's Unschedulable verdict with its message and
 // its FailedScheduling Warning Event about the pod, and the episode held at
 // available (the pod counts as updated once created) for that reason.
-func checkUnschedulable(t *testing.T, src timeline.Source, ns string) {
+func checkUnschedulable(t *testing.T, src episodeSource, ns string) {
 	t.Helper()
 	var ep timeline.Episode
 	var sched *timeline.Entry

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
@@ -40,6 +41,15 @@ func (f *serveFlags) validate() error {
 	if f.tlRetained < 1 {
 		errs = append(errs, fmt.Errorf("--timelines.retained: must be at least 1, got %d (closed episodes kept for the timeline API)", f.tlRetained))
 	}
+	if f.tlPerObject < 1 {
+		errs = append(errs, fmt.Errorf("--timelines.retained-per-object: must be at least 1, got %d (closed episodes of one object kept for the timeline API)", f.tlPerObject))
+	}
+	if f.tlMaxBytes < minTimelineBytes {
+		errs = append(errs, fmt.Errorf("--timelines.max-bytes: must be at least %s, got %s (the memory of the timeline store)", minTimelineBytes, f.tlMaxBytes))
+	}
+	if f.maxRequests < 0 {
+		errs = append(errs, fmt.Errorf("--web.max-requests: must not be negative, got %d (0: no limit)", f.maxRequests))
+	}
 	if f.tlMaxEntries < 2 {
 		errs = append(errs, fmt.Errorf("--timelines.max-entries: must be at least 2, got %d (an episode keeps its first and its last entries: the write and the close)", f.tlMaxEntries))
 	}
@@ -60,6 +70,28 @@ func (f *serveFlags) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// minTimelineBytes is the smallest --timelines.max-bytes: room for a few
+// hundred episodes.
+const minTimelineBytes = units.MiB
+
+// bytesFlag is a size flag (64MiB) whose parse error names the flag:
+// kingpin's own BytesVar says only "units: invalid ...".
+type bytesFlag struct {
+	name string
+	v    *units.Base2Bytes
+}
+
+func (b *bytesFlag) Set(s string) error {
+	n, err := units.ParseBase2Bytes(s)
+	if err != nil {
+		return fmt.Errorf("--%s: %q is not a size such as 64MiB (units B, KiB, MiB, GiB)", b.name, s)
+	}
+	*b.v = n
+	return nil
+}
+
+func (b *bytesFlag) String() string { return b.v.String() }
 
 // scope is the part of the cluster the flags give this process (validate
 // has checked them).

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alecthomas/units"
 	"github.com/prometheus/exporter-toolkit/web"
 )
 
@@ -73,6 +74,14 @@ func TestServeFlagValidation(t *testing.T) {
 			p + `--web.shutdown-timeout: must not be negative, got -1s (see --help)`},
 		{"no closed timeline retained", []string{"--timelines.retained=0"},
 			p + `--timelines.retained: must be at least 1, got 0 (closed episodes kept for the timeline API) (see --help)`},
+		{"no closed timeline per object", []string{"--timelines.retained-per-object=0"},
+			p + `--timelines.retained-per-object: must be at least 1, got 0 (closed episodes of one object kept for the timeline API) (see --help)`},
+		{"timeline budget too small", []string{"--timelines.max-bytes=512KiB"},
+			p + `--timelines.max-bytes: must be at least 1MiB, got 512KiB (the memory of the timeline store) (see --help)`},
+		{"timeline budget not a size", []string{"--timelines.max-bytes=lots"},
+			p + `--timelines.max-bytes: "lots" is not a size such as 64MiB (units B, KiB, MiB, GiB) (see --help)`},
+		{"negative max requests", []string{"--web.max-requests=-1"},
+			p + `--web.max-requests: must not be negative, got -1 (0: no limit) (see --help)`},
 		{"one timeline entry", []string{"--timelines.max-entries=1"},
 			p + `--timelines.max-entries: must be at least 2, got 1 (an episode keeps its first and its last entries: the write and the close) (see --help)`},
 		{"negative timeline entries", []string{"--timelines.max-entries=-5"},
@@ -127,7 +136,7 @@ func TestServeFlagsAccepted(t *testing.T) {
 		{"/metrics", "127.0.0.1:0", "127.0.0.1:0"}, // port 0: the kernel picks two ports
 	} {
 		listen := []string{tc.listen}
-		f := serveFlags{memLimitRatio: DefaultMemLimitRatio, telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1, shardTotal: 1}
+		f := serveFlags{memLimitRatio: DefaultMemLimitRatio, telemetryPath: tc.telemetry, probeAddress: tc.probe, stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlPerObject: 1, tlMaxBytes: units.MiB, tlMaxEntries: 2, syncTimeout: 1, shardTotal: 1}
 		f.web = &web.FlagConfig{WebListenAddresses: &listen}
 		if err := f.validate(); err != nil {
 			t.Errorf("%+v: %v", tc, err)
@@ -151,7 +160,7 @@ func TestShardFlagsAccepted(t *testing.T) {
 		{1, 2, "", nil},
 		{2, 3, "team-a, team-b,team-a", []string{"team-a", "team-b"}},
 	} {
-		f := serveFlags{telemetryPath: "/metrics", stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlMaxEntries: 2, syncTimeout: 1,
+		f := serveFlags{telemetryPath: "/metrics", stallThreshold: 1, livenessTimeout: 1, tlRetained: 1, tlPerObject: 1, tlMaxBytes: units.MiB, tlMaxEntries: 2, syncTimeout: 1,
 			shardIndex: tc.index, shardTotal: tc.total, nsExclude: tc.exclude}
 		if err := f.validate(); err != nil {
 			t.Errorf("%+v: %v", tc, err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -73,7 +74,10 @@ type serveFlags struct {
 	stallThreshold  time.Duration
 	syncTimeout     time.Duration
 	tlRetained      int
+	tlPerObject     int
 	tlMaxEntries    int
+	tlMaxBytes      units.Base2Bytes
+	maxRequests     int
 	shardIndex      int
 	shardTotal      int
 	nsInclude       string
@@ -116,6 +120,9 @@ func runMainAt(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	serveCmd.Flag("stall.threshold", "Age after which an unconverged object is reported as stalled (per-kind overrides in --config.file).").Default(config.DefaultStallThreshold.String()).DurationVar(&f.stallThreshold)
 	serveCmd.Flag("resources.sync-timeout", "How long a tracked custom resource whose list fails (a conversion webhook down, a 5xx) keeps /readyz false before it is left out of readiness, until its list succeeds.").Default(resources.DefaultSyncTimeout.String()).DurationVar(&f.syncTimeout)
 	serveCmd.Flag("timelines.retained", "Closed rollout and custom-resource episodes whose timelines are kept for /api/v1/timelines, besides the open ones; the oldest closed is evicted first (kube_convergence_timeline_episodes_evicted_total).").Default(strconv.Itoa(timeline.DefaultRetained)).IntVar(&f.tlRetained)
+	serveCmd.Flag("timelines.retained-per-object", "Closed episodes of one object whose timelines are kept; when one more closes, that object's oldest goes, so one object rolled out every few seconds cannot push the others' out.").Default(strconv.Itoa(timeline.DefaultRetainedPerObject)).IntVar(&f.tlPerObject)
+	serveCmd.Flag("timelines.max-bytes", "Memory the timeline store may hold, open and closed episodes together, as it counts it (kube_convergence_timeline_bytes): past it the oldest closed episodes go, then the largest open ones keep only their first and last entries. Units KiB, MiB, GiB.").Default(units.Base2Bytes(timeline.DefaultMaxBytes).String()).SetValue(&bytesFlag{"timelines.max-bytes", &f.tlMaxBytes})
+	serveCmd.Flag("web.max-requests", "Concurrent requests served on /metrics, and apart on the timeline API and page, beyond which a request gets 503 at once; 0: no limit.").Default(strconv.Itoa(serve.DefaultMaxRequests)).IntVar(&f.maxRequests)
 	serveCmd.Flag("timelines.max-entries", "Entries kept per episode timeline: the first and the last half; the ones in between are dropped and counted (kube_convergence_timeline_entries_dropped_total).").Default(strconv.Itoa(timeline.DefaultMaxEntries)).IntVar(&f.tlMaxEntries)
 	serveCmd.Flag("shard.index", "This process's shard of the namespaces, from 0 (see --shard.total and docs/sharding.md).").Default("0").IntVar(&f.shardIndex)
 	serveCmd.Flag("shard.total", "Number of shards the namespaces are split among: a namespace belongs to shard fnv32a(name) mod total; cluster-scoped subjects (webhook configurations, admission probes, cluster-scoped custom resources) to shard 0. 1: no sharding.").Default("1").IntVar(&f.shardTotal)
@@ -222,7 +229,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	}
 	// One timeline store: fed by the collectors, read by the timeline API
 	// and by the tracer (Warning Events as span events).
-	timelines := timeline.NewStore(timeline.Config{Retained: f.tlRetained, MaxEntries: f.tlMaxEntries})
+	timelines := timeline.NewStore(timeline.Config{Retained: f.tlRetained, RetainedPerObject: f.tlPerObject, MaxEntries: f.tlMaxEntries, MaxBytes: int64(f.tlMaxBytes)})
 	collectorOpts := all.Options{Config: cfg, StallThreshold: f.stallThreshold, ResourceSyncTimeout: f.syncTimeout, Logger: logger, RESTConfig: restCfg, Timelines: timelines}
 	var tracer *tracing.Tracer
 	if cfg.Tracing.Enabled() {
@@ -264,8 +271,9 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		Readiness:     exp.Readiness,
 		Logger:        logger,
 		// The timeline store the collectors feed.
-		Timelines: timelineweb.Options{Source: timelines, Now: time.Now, ExternalURL: f.externalURL},
-		Pprof:     f.enablePprof,
+		Timelines:   timelineweb.Options{Source: timelines, Now: time.Now, ExternalURL: f.externalURL},
+		Pprof:       f.enablePprof,
+		MaxRequests: f.maxRequests,
 	}
 	for _, r := range cfg.Resources {
 		handlerOpts.Timelines.CustomResources = append(handlerOpts.Timelines.CustomResources, r.String())
@@ -277,6 +285,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    serve.MaxHeaderBytes,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second, // a scrape of a large cluster must fit
 		IdleTimeout:       120 * time.Second,
@@ -316,6 +325,7 @@ func serveMain(f serveFlags, logger *slog.Logger) error {
 		probeSrv := &http.Server{
 			Handler:           serve.ProbeHandler(handlerOpts),
 			ReadHeaderTimeout: 5 * time.Second,
+			MaxHeaderBytes:    serve.MaxHeaderBytes,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      10 * time.Second,
 			IdleTimeout:       60 * time.Second,

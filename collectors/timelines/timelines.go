@@ -33,17 +33,22 @@ type Collector struct {
 	now    func() time.Time
 
 	dropped, evicted prometheus.CounterFunc
+	bytes            prometheus.GaugeFunc
 }
 
 // The timeline store's families; their detail is in docs/metrics.md.
 var (
 	entriesDropped = metric.Family{
 		Name: "kube_convergence_timeline_entries_dropped_total", Type: metric.Counter,
-		Help: "Timeline entries not kept because their episode already held --timelines.max-entries.",
+		Help: "Timeline entries not kept because their episode already held --timelines.max-entries, or cut from open episodes to keep --timelines.max-bytes.",
 	}
 	episodesEvicted = metric.Family{
 		Name: "kube_convergence_timeline_episodes_evicted_total", Type: metric.Counter,
-		Help: "Closed episodes evicted from the timeline store, oldest closed first, to keep --timelines.retained closed ones.",
+		Help: "Closed episodes evicted from the timeline store to keep --timelines.retained, --timelines.retained-per-object and --timelines.max-bytes.",
+	}
+	storeBytes = metric.Family{
+		Name: "kube_convergence_timeline_bytes", Type: metric.Gauge,
+		Help: "Memory the timeline store holds, as it counts it against --timelines.max-bytes.",
 	}
 )
 
@@ -55,6 +60,7 @@ func New(store *timeline.Store, logger *slog.Logger, now func() time.Time) *Coll
 		now:     now,
 		dropped: entriesDropped.NewCounterFunc(func() float64 { d, _ := store.Stats(); return float64(d) }),
 		evicted: episodesEvicted.NewCounterFunc(func() float64 { _, e := store.Stats(); return float64(e) }),
+		bytes:   storeBytes.NewGaugeFunc(func() float64 { return float64(store.Bytes()) }),
 	}
 }
 
@@ -69,7 +75,7 @@ func (c *Collector) Resources() []informers.Resource {
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	return metric.Register(reg, metric.Declare(c.dropped, entriesDropped), metric.Declare(c.evicted, episodesEvicted))
+	return metric.Register(reg, metric.Declare(c.dropped, entriesDropped), metric.Declare(c.evicted, episodesEvicted), metric.Declare(c.bytes, storeBytes))
 }
 
 // Start implements collectors.Collector. Events of the initial list are

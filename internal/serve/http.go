@@ -103,7 +103,19 @@ type HandlerOptions struct {
 	Timelines timelineweb.Options
 	// Pprof serves net/http/pprof under PprofPath (--web.enable-pprof).
 	Pprof bool
+	// MaxRequests is --web.max-requests: the requests /metrics serves at
+	// once (one more gets 503), and apart the timeline API and page
+	// (Timelines.MaxRequests, set from it). 0: no bound.
+	MaxRequests int
 }
+
+// DefaultMaxRequests is --web.max-requests' default, node_exporter's.
+const DefaultMaxRequests = 40
+
+// MaxHeaderBytes bounds the request line and headers of the main and probe
+// listeners (net/http's default is 1 MiB): a timeline query is at most
+// 4 KiB (timelineweb.MaxQueryBytes), a bearer token or basic auth a few.
+const MaxHeaderBytes = 64 << 10
 
 // Paths of the probes, on the main listener and on the probe listener.
 const (
@@ -122,9 +134,9 @@ const LandingStylePath = "/landing.css"
 // so a string from the cluster that slipped through escaping could still
 // neither run nor load anything. No origin may frame a page
 // (frame-ancestors, clickjacking), no <base> may redirect its relative
-// links, and forms submit to the exporter only: the timelines page's
-// filter form is a GET to /timelines, which 'none' would block.
-const ContentSecurityPolicy = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+// links, and no form may submit anywhere: the exporter has none (the
+// timelines page filters with links).
+const ContentSecurityPolicy = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
 // FrameOptions is the X-Frame-Options of every response: no page of the
 // exporter may be framed (frame-ancestors' older twin, for browsers
@@ -182,12 +194,14 @@ func Handler(o HandlerOptions) (http.Handler, error) {
 		ErrorHandling: promhttp.ContinueOnError,
 		// Exposes promhttp_metric_handler_errors_total, which the bundled
 		// KubeConvergenceExporterScrapeErrors alert reads.
-		Registry:          o.Registerer,
-		EnableOpenMetrics: true, // exemplars are only exposed in OpenMetrics and protobuf
+		Registry:            o.Registerer,
+		EnableOpenMetrics:   true, // exemplars are only exposed in OpenMetrics and protobuf
+		MaxRequestsInFlight: o.MaxRequests,
 	})))
 	addProbes(mux, o)
 	links := []web.LandingLinks{{Address: o.TelemetryPath, Text: "Metrics"}}
 	if o.Timelines.Source != nil {
+		o.Timelines.MaxRequests = o.MaxRequests
 		timelineweb.Register(mux, o.Timelines)
 		links = append(links, web.LandingLinks{Address: timelineweb.PagePath, Text: "Timelines (the slowest and stalled rollouts, stage by stage, with their evidence; JSON at " + timelineweb.APIPath + ")"})
 	}

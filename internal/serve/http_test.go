@@ -179,10 +179,8 @@ func TestCreatedTimestampsOnlyInProtobuf(t *testing.T) {
 // stubSource is a timeline store with nothing in it.
 type stubSource struct{}
 
-func (stubSource) List(timeline.Query, time.Time) []timeline.Episode { return nil }
-func (stubSource) Object(string, string, string, time.Time) []timeline.Episode {
-	return nil
-}
+func (stubSource) Select(timeline.Query, time.Time) timeline.Selection { return timeline.Literal(nil) }
+func (stubSource) Kinds() []string                                     { return nil }
 
 // Every response of the exporter carries the Content-Security-Policy: the
 // metrics, the probes, the landing page and its stylesheet, the timelines
@@ -220,7 +218,7 @@ func TestContentSecurityPolicyOnEveryResponse(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		const want = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+		const want = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 		if csp, xfo := resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"); resp.StatusCode != tc.code || csp != want || xfo != "DENY" {
 			t.Errorf("GET %s: %d with Content-Security-Policy %q, X-Frame-Options %q; want %d with %s, DENY", tc.path, resp.StatusCode, csp, xfo, tc.code, want)
 		}

@@ -209,16 +209,64 @@ const (
 type Query struct {
 	Namespace, Kind, Outcome, State string
 	UID, TraceID                    string
-	Sort                            string // SortDuration (default) or SortStart
-	Limit                           int    // at most this many; 0: no limit
+	// Name, with Kind and Namespace, selects one object's episodes; unless
+	// Sort is set they come in the order they opened, newest first.
+	Name  string
+	Sort  string // SortDuration (default) or SortStart
+	Limit int    // at most this many; 0: no limit
+	// Before selects the episodes opened before the one Selection.Next
+	// named: the next page of a one object's episodes.
+	Before uint64
 }
 
 // Source is what the API, the page and the tracer read: the store.
 type Source interface {
-	// List returns the episodes matching q, open and retained closed
-	// ones, as of now.
-	List(q Query, now time.Time) []Episode
-	// Object returns every retained episode of the object kind (canonical)
-	// namespace/name ("" for cluster-scoped), newest generation first.
-	Object(kind, namespace, name string, now time.Time) []Episode
+	// Select returns the episodes matching q, open and retained closed
+	// ones, as of now, without copying their entries yet.
+	Select(q Query, now time.Time) Selection
+	// Kinds returns the kinds of the retained episodes, sorted.
+	Kinds() []string
+}
+
+// Selection is the answer of Source.Select: a snapshot of the episodes
+// selected, whose entries are copied one episode at a time as they are
+// read (an answer is encoded an episode at a time, never held whole).
+type Selection interface {
+	// Len is how many episodes were selected (at most Query.Limit).
+	Len() int
+	// Total is how many matched before Query.Limit cut them.
+	Total() int
+	// Episode returns the i-th episode with its entries, a copy.
+	Episode(i int) Episode
+	// Header returns the i-th episode without its entries (Entries
+	// empty, EntriesDropped as Episode's).
+	Header(i int) Episode
+	// Next is the Query.Before of the next page, 0 when Limit cut none.
+	Next() uint64
+}
+
+// All returns every episode of sel, with its entries.
+func All(sel Selection) []Episode {
+	out := make([]Episode, sel.Len())
+	for i := range out {
+		out[i] = sel.Episode(i)
+	}
+	return out
+}
+
+// Literal is a Selection of episodes already copied (a source that is not
+// the store: the API read back over HTTP, tests).
+func Literal(eps []Episode) Selection { return literal(eps) }
+
+type literal []Episode
+
+func (l literal) Len() int              { return len(l) }
+func (l literal) Total() int            { return len(l) }
+func (l literal) Episode(i int) Episode { return l[i] }
+func (l literal) Next() uint64          { return 0 }
+
+func (l literal) Header(i int) Episode {
+	ep := l[i]
+	ep.Entries = []Entry{}
+	return ep
 }

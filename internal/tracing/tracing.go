@@ -468,7 +468,7 @@ func (t *Tracer) export(p exportPlan) {
 // timeline store.
 func (t *Tracer) warningEvents(p exportPlan) []timeline.Entry {
 	var out []timeline.Entry
-	for _, ep := range t.events.List(timeline.Query{TraceID: p.tid.String()}, t.now()) {
+	for _, ep := range timeline.All(t.events.Select(timeline.Query{TraceID: p.tid.String()}, t.now())) {
 		if ep.UID != p.ep.UID || ep.Generation != p.ep.Generation {
 			continue
 		}

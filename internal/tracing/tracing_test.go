@@ -280,17 +280,17 @@ func TestWarningEventsAsSpanEvents(t *testing.T) {
 
 type fakeSource []timeline.Episode
 
-func (f fakeSource) List(q timeline.Query, _ time.Time) []timeline.Episode {
+func (f fakeSource) Select(q timeline.Query, _ time.Time) timeline.Selection {
 	var out []timeline.Episode
 	for _, e := range f {
 		if q.TraceID == "" || timeline.TraceID(e.UID, e.Generation) == q.TraceID {
 			out = append(out, e)
 		}
 	}
-	return out
+	return timeline.Literal(out)
 }
 
-func (f fakeSource) Object(string, string, string, time.Time) []timeline.Episode { return nil }
+func (f fakeSource) Kinds() []string { return nil }
 
 // Custom resources have no k8s.* name key of their own.
 func TestCustomResourceIdentity(t *testing.T) {

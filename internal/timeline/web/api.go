@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
+	"net/url"
+	"strconv"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 )
@@ -24,49 +25,67 @@ type apiError struct {
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
-	v, perr := queryOf(r)
+	v, perr := queryOf(r, listParams)
 	var q timeline.Query
 	if perr == nil {
-		q, perr = h.parseList(v, listParams, now)
+		q, perr = h.parseList(v)
 	}
 	if perr != nil {
 		writeError(w, http.StatusBadRequest, apiError{Error: perr.Error(), Parameter: perr.Parameter, Accepted: perr.Accepted})
 		return
 	}
-	writeItems(w, normalize(h.src.List(q, now)))
+	writeItems(w, h.src.Select(q, now), "")
 }
 
+// object answers one object's episodes, newest first, a page at a time:
+// a next link (and a Link header) continues while older ones are left.
 func (h *handler) object(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
-	if r.URL.RawQuery != "" {
-		writeError(w, http.StatusBadRequest, apiError{Error: "the object endpoint takes no query parameters; filter with " + APIPath + "?..."})
-		return
-	}
-	kind, ns, name, aerr := h.objectPath(r, now)
+	q, aerr := h.objectQuery(r)
 	if aerr != nil {
 		writeError(w, aerr.Code, *aerr)
 		return
 	}
-	eps := h.src.Object(kind, ns, name, now)
-	if len(eps) == 0 {
-		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no retained episode of %s %s", kind, objectName(ns, name))})
+	sel := h.src.Select(q, now)
+	if sel.Total() == 0 && q.Before == 0 {
+		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no retained episode of %s %s", q.Kind, objectName(q.Namespace, q.Name))})
 		return
 	}
-	writeItems(w, normalize(eps))
+	next := ""
+	if c := sel.Next(); c != 0 {
+		next = h.prefix + APIPath + objectPath(q.Kind, q.Namespace, q.Name) + "?" + nextQuery(q.Limit, c)
+		w.Header().Set("Link", "<"+next+`>; rel="next"`)
+	}
+	writeItems(w, sel, next)
 }
 
-// objectPath reads {kind}/{namespace}/{name}, resolving the kind.
-func (h *handler) objectPath(r *http.Request, now time.Time) (kind, ns, name string, _ *apiError) {
-	kind, err := h.resolveKind(r.PathValue("kind"), now)
+// nextQuery is the query of the page after the one cut at cursor c.
+func nextQuery(limit int, c uint64) string {
+	return url.Values{"limit": {strconv.Itoa(limit)}, "continue": {strconv.FormatUint(c, 10)}}.Encode()
+}
+
+// objectQuery reads {kind}/{namespace}/{name}, resolving the kind, and the
+// page parameters.
+func (h *handler) objectQuery(r *http.Request) (timeline.Query, *apiError) {
+	v, perr := queryOf(r, objectParams)
+	var q timeline.Query
+	if perr == nil {
+		perr = parseObject(v, &q)
+	}
+	if perr != nil {
+		return q, &apiError{Code: http.StatusBadRequest, Error: perr.Error(), Parameter: perr.Parameter, Accepted: perr.Accepted}
+	}
+	kind, err := h.resolveKind(r.PathValue("kind"))
 	if err != nil {
 		e := &apiError{Code: http.StatusBadRequest, Error: err.Error(), Parameter: "kind"}
 		var uk *timeline.UnknownKindError
 		if errors.As(err, &uk) {
 			e.Accepted = uk.Accepted
 		}
-		return "", "", "", e
+		return q, e
 	}
-	return kind, objectNamespace(r.PathValue("namespace")), r.PathValue("name"), nil
+	q.Kind, q.Namespace, q.Name = kind, objectNamespace(r.PathValue("namespace")), r.PathValue("name")
+	return q, nil
 }
 
 // objectName is namespace/name, or name when cluster-scoped.
@@ -78,19 +97,13 @@ func objectName(ns, name string) string {
 }
 
 // normalize makes nil lists empty, so that clients read [] and never null.
-func normalize(eps []timeline.Episode) []timeline.Episode {
-	if eps == nil {
-		return []timeline.Episode{}
+func normalize(ep *timeline.Episode) {
+	if ep.Stages == nil {
+		ep.Stages = []timeline.StageTiming{}
 	}
-	for i := range eps {
-		if eps[i].Stages == nil {
-			eps[i].Stages = []timeline.StageTiming{}
-		}
-		if eps[i].Entries == nil {
-			eps[i].Entries = []timeline.Entry{}
-		}
+	if ep.Entries == nil {
+		ep.Entries = []timeline.Entry{}
 	}
-	return eps
 }
 
 func writeError(w http.ResponseWriter, code int, e apiError) {
@@ -98,22 +111,21 @@ func writeError(w http.ResponseWriter, code int, e apiError) {
 	writeJSON(w, code, e)
 }
 
-// writeItems answers {"items": eps} (encode.go), an episode at a time
-// through one 64 KiB buffer: a full answer of 100 episodes of 200 entries
-// is 5 MB, which need not be held at once.
-func writeItems(w http.ResponseWriter, eps []timeline.Episode) {
+// writeItems answers {"items": [...]} (encode.go), with "next" when it is
+// set, copying and encoding an episode at a time from the selection's
+// snapshot through one 64 KiB buffer: a full answer of 1000 episodes of
+// 200 entries is 50 MB, which is never held.
+func writeItems(w http.ResponseWriter, sel timeline.Selection, next string) {
 	setJSONHeaders(w)
 	w.WriteHeader(http.StatusOK)
-	n := 64
-	for i := range eps {
-		n += 600 + 300*len(eps[i].Entries) // about 250 bytes an entry
-	}
-	b := append(make([]byte, 0, min(n, 64<<10)), `{"items":[`...)
-	for i := range eps {
+	b := append(make([]byte, 0, 64<<10), `{"items":[`...)
+	for i := range sel.Len() {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendEpisode(b, &eps[i])
+		ep := sel.Episode(i)
+		normalize(&ep)
+		b = appendEpisode(b, &ep)
 		if len(b) >= 32<<10 {
 			if _, err := w.Write(b); err != nil {
 				return // the client went away
@@ -121,7 +133,12 @@ func writeItems(w http.ResponseWriter, eps []timeline.Episode) {
 			b = b[:0]
 		}
 	}
-	_, _ = w.Write(append(b, "]}\n"...))
+	b = append(b, ']')
+	if next != "" {
+		b = append(b, `,"next":`...)
+		b = appendString(b, next)
+	}
+	_, _ = w.Write(append(b, "}\n"...))
 }
 
 func setJSONHeaders(w http.ResponseWriter) {

@@ -59,10 +59,18 @@ type items struct {
 	Items []timeline.Episode `json:"items"`
 }
 
+func normalized(eps []timeline.Episode) []timeline.Episode {
+	out := slices.Clone(eps)
+	for i := range out {
+		normalize(&out[i])
+	}
+	return out
+}
+
 // encodeItems is the answer writeItems writes.
 func encodeItems(eps []timeline.Episode) []byte {
 	rec := httptest.NewRecorder()
-	writeItems(rec, eps)
+	writeItems(rec, timeline.Literal(eps), "")
 	return rec.Body.Bytes()
 }
 
@@ -96,7 +104,8 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		cases["tricky "+s] = []timeline.Episode{e}
 	}
 	for name, eps := range cases {
-		want := encodingJSON(t, items{Items: eps})
+		// The API answers [] for lists a store left nil (normalize).
+		want := encodingJSON(t, items{Items: normalized(eps)})
 		if got := encodeItems(eps); !bytes.Equal(got, want) {
 			t.Errorf("%s:\n got %.2000s\nwant %.2000s", name, got, want)
 		}

@@ -17,20 +17,24 @@ type fakeSource struct {
 	queries []timeline.Query
 }
 
-func (f *fakeSource) List(q timeline.Query, _ time.Time) []timeline.Episode {
+func (f *fakeSource) Select(q timeline.Query, _ time.Time) timeline.Selection {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queries = append(f.queries, q)
 	var out []timeline.Episode
 	for _, e := range f.eps {
-		if (q.Namespace == "" || e.Namespace == q.Namespace) && (q.Kind == "" || e.Kind == q.Kind) &&
+		if (q.Namespace == "" && q.Name == "" || e.Namespace == q.Namespace) && (q.Kind == "" || e.Kind == q.Kind) &&
+			(q.Name == "" || e.Name == q.Name) &&
 			(q.Outcome == "" || e.Outcome == q.Outcome) && (q.State == "" || e.State == q.State) &&
 			(q.UID == "" || e.UID == q.UID) && (q.TraceID == "" || e.TraceID == q.TraceID) {
 			out = append(out, e)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b timeline.Episode) int {
-		if q.Sort == timeline.SortStart {
+		switch {
+		case q.Name != "" && q.Sort == "":
+			return cmp.Compare(b.Generation, a.Generation)
+		case q.Sort == timeline.SortStart:
 			return b.Start.Compare(a.Start)
 		}
 		return cmp.Compare(b.DurationSeconds, a.DurationSeconds)
@@ -38,18 +42,18 @@ func (f *fakeSource) List(q timeline.Query, _ time.Time) []timeline.Episode {
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
-	return out
+	return timeline.Literal(out)
 }
 
-func (f *fakeSource) Object(kind, namespace, name string, _ time.Time) []timeline.Episode {
-	var out []timeline.Episode
+func (f *fakeSource) Kinds() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var kinds []string
 	for _, e := range f.eps {
-		if e.Kind == kind && e.Namespace == namespace && e.Name == name {
-			out = append(out, e)
-		}
+		kinds = append(kinds, e.Kind)
 	}
-	slices.SortFunc(out, func(a, b timeline.Episode) int { return cmp.Compare(b.Generation, a.Generation) })
-	return out
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
 }
 
 func (f *fakeSource) lastQuery() timeline.Query {

@@ -25,9 +25,9 @@ const (
 	apiTimeLayout = "2006-01-02 15:04:05Z07:00"
 )
 
-// pageParams are the filters of /timelines: the fields of its form, and
-// uid and trace_id, the targets of exemplar links (deploy/grafana's
-// datasource sends an exemplar's uid to <external-url>/timelines?uid=...).
+// pageParams are the filters of /timelines: those its links set, and uid
+// and trace_id, the targets of exemplar links (deploy/grafana's datasource
+// sends an exemplar's uid to <external-url>/timelines?uid=...).
 var pageParams = []string{"namespace", "kind", "outcome", "state", "uid", "trace_id"}
 
 var pageTemplate = template.Must(template.New("timelines.html").Funcs(template.FuncMap{
@@ -41,16 +41,25 @@ type pageData struct {
 	Title   string
 	Prefix  string // the external URL's path
 	Now     time.Time
-	Filters filters
-	Error   string // a bad filter or kind, or what was not found
+	Filters *filters // the list page's
+	Error   string   // a bad filter or kind, or what was not found
 	// The list page's sections, or the object page's Object.
 	Sections []section
 	Object   *objectView
 }
 
+// filters are the list page's filters as links: the page has no form (the
+// Content-Security-Policy's form-action 'none'), every filter is a link
+// that sets or clears one parameter and keeps the others; a namespace is
+// picked from an episode's.
 type filters struct {
-	Namespace, Kind, Outcome, State string
-	Outcomes, States, Kinds         []string
+	Active                  []filterLink // each set filter, its link clearing it
+	States, Outcomes, Kinds []filterLink
+}
+
+type filterLink struct {
+	Name, Value, Link string
+	Current           bool
 }
 
 type section struct {
@@ -62,11 +71,15 @@ type objectView struct {
 	Kind, Namespace, Name string
 	APILink               string
 	Episodes              []episodeView
+	// Shown and Total count the episodes; Next links to the older ones.
+	Shown, Total int
+	Next         string
 }
 
 type episodeView struct {
 	timeline.Episode
 	Link, APILink string
+	NamespaceLink string // the list page filtered on its namespace
 	Waterfall     waterfall
 	ShowEntries   bool // on the object page
 	Entries       []entryView
@@ -82,17 +95,17 @@ type entryView struct {
 func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	d := h.pageData("Timelines", now)
-	v, perr := queryOf(r)
+	v, perr := queryOf(r, pageParams)
 	var q timeline.Query
 	if perr == nil {
-		d.Filters.Namespace, d.Filters.Kind, d.Filters.Outcome, d.Filters.State = v.Get("namespace"), v.Get("kind"), v.Get("outcome"), v.Get("state")
-		q, perr = h.parseList(v, pageParams, now)
+		q, perr = h.parseList(v)
 	}
 	if perr != nil {
-		d.Error = perr.Error()
+		d.Error, d.Filters = perr.Error(), h.filters(nil)
 		h.render(w, http.StatusBadRequest, d)
 		return
 	}
+	d.Filters = h.filters(v)
 	q.Limit, q.Sort = pageLimit, timeline.SortDuration
 	if q.UID != "" || q.TraceID != "" {
 		// One object's episodes (or one trace's), with their evidence, as
@@ -104,7 +117,7 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Sections = append(d.Sections, section{
 			ID: "matching", Title: title, Empty: "No retained episode matches.",
-			Episodes: h.views(h.src.List(q, now), true),
+			Episodes: h.views(h.src.Select(q, now), true),
 		})
 		h.render(w, http.StatusOK, d)
 		return
@@ -114,70 +127,125 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 		stalled.State = timeline.StateStalled
 		d.Sections = append(d.Sections, section{
 			ID: "stalled", Title: "Stalled, longest first", Empty: "No stalled episode.",
-			Episodes: h.views(h.src.List(stalled, now), false),
+			Episodes: h.views(h.src.Select(stalled, now), false),
 		})
 	}
 	if q.State != timeline.StateStalled {
 		// The slowest of the others: in progress and closed, longest first.
-		var eps []timeline.Episode
+		var eps []episodeView
 		for _, state := range []string{timeline.StateInProgress, timeline.StateClosed} {
 			if q.State == "" || q.State == state {
 				one := q
 				one.State = state
-				eps = append(eps, h.src.List(one, now)...)
+				eps = append(eps, h.views(h.src.Select(one, now), false)...)
 			}
 		}
-		slices.SortStableFunc(eps, func(a, b timeline.Episode) int { return cmp.Compare(b.DurationSeconds, a.DurationSeconds) })
+		slices.SortStableFunc(eps, func(a, b episodeView) int { return cmp.Compare(b.DurationSeconds, a.DurationSeconds) })
 		if len(eps) > pageLimit {
 			eps = eps[:pageLimit]
 		}
 		d.Sections = append(d.Sections, section{
 			ID: "slowest", Title: "Slowest, in progress and closed", Empty: "No episode matches.",
-			Episodes: h.views(eps, false),
+			Episodes: eps,
 		})
 	}
 	h.render(w, http.StatusOK, d)
 }
 
+// objectPage shows one object's episodes with their entries, newest
+// first, a page at a time (DefaultObjectLimit).
 func (h *handler) objectPage(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	d := h.pageData("Timeline", now)
-	kind, ns, name, aerr := h.objectPath(r, now)
+	q, aerr := h.objectQuery(r)
 	if aerr != nil {
 		d.Error = aerr.Error
 		h.render(w, aerr.Code, d)
 		return
 	}
-	d.Title = fmt.Sprintf("Timeline of %s %s", kind, objectName(ns, name))
-	o := &objectView{Kind: kind, Namespace: ns, Name: name, APILink: h.prefix + APIPath + objectPath(kind, ns, name)}
-	eps := h.src.Object(kind, ns, name, now)
-	if len(eps) == 0 {
-		d.Error = fmt.Sprintf("No retained episode of %s %s.", kind, objectName(ns, name))
+	d.Title = fmt.Sprintf("Timeline of %s %s", q.Kind, objectName(q.Namespace, q.Name))
+	path := objectPath(q.Kind, q.Namespace, q.Name)
+	o := &objectView{Kind: q.Kind, Namespace: q.Namespace, Name: q.Name, APILink: h.prefix + APIPath + path}
+	sel := h.src.Select(q, now)
+	if sel.Total() == 0 {
+		d.Error = fmt.Sprintf("No retained episode of %s %s.", q.Kind, objectName(q.Namespace, q.Name))
+		if q.Before != 0 {
+			d.Error = fmt.Sprintf("No older retained episode of %s %s.", q.Kind, objectName(q.Namespace, q.Name))
+		}
 		h.render(w, http.StatusNotFound, d)
 		return
 	}
-	o.Episodes = h.views(eps, true)
+	o.Episodes, o.Shown, o.Total = h.views(sel, true), sel.Len(), sel.Total()
+	if c := sel.Next(); c != 0 {
+		o.Next = h.prefix + PagePath + path + "?" + nextQuery(q.Limit, c)
+	}
 	d.Object = o
 	h.render(w, http.StatusOK, d)
 }
 
 func (h *handler) pageData(title string, now time.Time) pageData {
-	d := pageData{Title: title, Prefix: h.prefix, Now: now}
-	d.Filters.Outcomes, d.Filters.States = outcomes, states
-	d.Filters.Kinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
-	d.Filters.Kinds = append(d.Filters.Kinds, h.custom...)
-	return d
+	return pageData{Title: title, Prefix: h.prefix, Now: now}
 }
 
-func (h *handler) views(eps []timeline.Episode, entries bool) []episodeView {
-	out := make([]episodeView, 0, len(eps))
-	for _, ep := range eps {
+// filters are the list page's filter links for the parameters v.
+func (h *handler) filters(v url.Values) *filters {
+	link := func(name, value string) string {
+		w := url.Values{}
+		for k, vs := range v {
+			if k != "uid" && k != "trace_id" {
+				w[k] = vs
+			}
+		}
+		if value == "" {
+			w.Del(name)
+		} else {
+			w.Set(name, value)
+		}
+		if len(w) == 0 {
+			return h.prefix + PagePath
+		}
+		return h.prefix + PagePath + "?" + w.Encode()
+	}
+	choices := func(name string, values []string) []filterLink {
+		out := []filterLink{{Name: name, Value: "any", Link: link(name, ""), Current: v.Get(name) == ""}}
+		for _, val := range values {
+			out = append(out, filterLink{Name: name, Value: val, Link: link(name, val), Current: v.Get(name) == val})
+		}
+		return out
+	}
+	f := &filters{
+		States:   choices("state", states),
+		Outcomes: choices("outcome", outcomes),
+		Kinds:    choices("kind", slices.Concat([]string{"Deployment", "StatefulSet", "DaemonSet"}, h.src.Kinds())),
+	}
+	f.Kinds = slices.CompactFunc(f.Kinds, func(a, b filterLink) bool { return a.Value == b.Value })
+	for _, name := range []string{"namespace", "kind", "outcome", "state"} {
+		if val := v.Get(name); val != "" {
+			f.Active = append(f.Active, filterLink{Name: name, Value: val, Link: link(name, "")})
+		}
+	}
+	return f
+}
+
+// views are the selection's episodes, with their entries or not.
+func (h *handler) views(sel timeline.Selection, entries bool) []episodeView {
+	out := make([]episodeView, 0, sel.Len())
+	for i := range sel.Len() {
+		var ep timeline.Episode
+		if entries {
+			ep = sel.Episode(i)
+		} else {
+			ep = sel.Header(i)
+		}
 		v := episodeView{
 			Episode:     ep,
 			Link:        h.prefix + PagePath + objectPath(ep.Kind, ep.Namespace, ep.Name),
 			APILink:     h.prefix + APIPath + "?" + url.Values{"trace_id": {ep.TraceID}}.Encode(),
 			Waterfall:   newWaterfall(ep),
 			ShowEntries: entries,
+		}
+		if ep.Namespace != "" {
+			v.NamespaceLink = h.prefix + PagePath + "?" + url.Values{"namespace": {ep.Namespace}}.Encode()
 		}
 		if entries {
 			for _, e := range ep.Entries {

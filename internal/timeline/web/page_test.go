@@ -72,10 +72,12 @@ func TestPageEscapesClusterText(t *testing.T) {
 			t.Errorf("object page lacks %q", want)
 		}
 	}
-	// Filters reflected into the form are escaped too (the 400 page).
+	// Filters reflected into the page are escaped too, in text and in
+	// the links that clear or keep them.
 	body = getPage(t, srv, PagePath+"?namespace=%22%3E%3Cscript%3Ealert(1)%3C/script%3E", http.StatusOK)
-	if !strings.Contains(body, `value="&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"`) {
-		t.Errorf("namespace filter not escaped in its input:\n%s", body)
+	if !strings.Contains(body, `>namespace &#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt; ×</a>`) ||
+		!strings.Contains(body, `href="/timelines?namespace=%22%3E%3Cscript%3Ealert%281%29%3C%2Fscript%3E&amp;state=closed"`) {
+		t.Errorf("namespace filter not escaped in its chip and links:\n%s", body)
 	}
 	body = getPage(t, srv, PagePath+"?kind=%3Cscript%3Ealert(1)%3C/script%3E", http.StatusBadRequest)
 	if !strings.Contains(body, `class="error"`) || !strings.Contains(body, "unknown kind &#34;"+escaped) {
@@ -83,8 +85,8 @@ func TestPageEscapesClusterText(t *testing.T) {
 	}
 }
 
-// The list page: stalled and slowest sections, the filters as a GET form,
-// bad filters as a 400 page.
+// The list page: stalled and slowest sections, the filters as links (no
+// form: the CSP's form-action 'none'), bad filters as a 400 page.
 func TestListPage(t *testing.T) {
 	srv, src := newServer(t)
 	body := getPage(t, srv, PagePath, http.StatusOK)
@@ -103,8 +105,11 @@ func TestListPage(t *testing.T) {
 		last = i
 	}
 	for _, want := range []string{
-		`<form class="filters" method="get" action="/timelines">`,
-		`<input name="namespace"`, `<input name="kind"`, `<select name="outcome">`, `<select name="state">`,
+		`<nav class="filters" aria-label="filters">`,
+		`<a href="/timelines?state=stalled">stalled</a>`, `<a href="/timelines?outcome=superseded">superseded</a>`,
+		`<a href="/timelines?kind=StatefulSet">StatefulSet</a>`, `<a href="/timelines?kind=Certificate.cert-manager.io">Certificate.cert-manager.io</a>`,
+		`<a href="/timelines" aria-current="true">any</a>`,
+		`<a href="/timelines?namespace=shop" title="only this namespace">shop</a>`,
 		`<link rel="stylesheet" href="/timelines/style.css">`,
 		`href="/timelines/ClusterIssuer.cert-manager.io/_/ca"`,
 		`href="/timelines/Deployment/shop/web"`,
@@ -117,8 +122,10 @@ func TestListPage(t *testing.T) {
 	if q := src.lastQuery(); q != (timeline.Query{Namespace: "shop", Kind: "Deployment", Outcome: "superseded", State: "closed", Sort: "duration", Limit: pageLimit}) {
 		t.Errorf("filtered page queried %+v", q)
 	}
-	if strings.Contains(body, `id="stalled"`) || strings.Count(body, `<article class="episode`) != 1 || !strings.Contains(body, "<option selected>superseded</option>") {
-		t.Errorf("filtered page: want only the slowest section with generation 2 and the outcome selected:\n%s", body)
+	if strings.Contains(body, `id="stalled"`) || strings.Count(body, `<article class="episode`) != 1 ||
+		!strings.Contains(body, `<a href="/timelines?kind=deploy&amp;namespace=shop&amp;outcome=superseded&amp;state=closed" aria-current="true">superseded</a>`) ||
+		!strings.Contains(body, `<a class="chip" href="/timelines?kind=deploy&amp;namespace=shop&amp;state=closed" title="clear this filter">outcome superseded ×</a>`) {
+		t.Errorf("filtered page: want only the slowest section with generation 2, the outcome current and clearable:\n%s", body)
 	}
 	body = getPage(t, srv, PagePath+"?state=stalled", http.StatusOK)
 	if strings.Contains(body, `id="slowest"`) || !strings.Contains(body, `id="stalled"`) {
@@ -126,8 +133,8 @@ func TestListPage(t *testing.T) {
 	}
 	for _, q := range []string{"?outcome=failed", "?state=x", "?limit=5", "?kind=pods", "?trace_id=nothex", "?namespace=shop;x", "?namespace=%zz"} {
 		body := getPage(t, srv, PagePath+q, http.StatusBadRequest)
-		if !strings.Contains(body, `<p class="error" role="alert">parameter `) || !strings.Contains(body, `<form class="filters"`) {
-			t.Errorf("%s: no error above the form:\n%s", q, body)
+		if !strings.Contains(body, `<p class="error" role="alert">parameter `) || !strings.Contains(body, `<nav class="filters"`) {
+			t.Errorf("%s: no error under the filters:\n%s", q, body)
 		}
 	}
 	getPage(t, srv, PagePath+"?namespace=nowhere", http.StatusOK)
@@ -229,7 +236,7 @@ func TestPageLinksUnderExternalURL(t *testing.T) {
 	defer srv.Close()
 	body := getPage(t, srv, PagePath, http.StatusOK)
 	for _, want := range []string{
-		`<link rel="stylesheet" href="/kce/timelines/style.css">`, `action="/kce/timelines"`,
+		`<link rel="stylesheet" href="/kce/timelines/style.css">`, `href="/kce/timelines?state=closed"`,
 		`href="/kce/timelines/Deployment/shop/web"`, `href="/kce/api/v1/timelines?trace_id=`,
 	} {
 		if !strings.Contains(body, want) {

@@ -12,12 +12,13 @@
 // all and loads nothing but its own stylesheet, embedded in the binary so
 // that it works in air-gapped clusters. The exporter's HTTP handler sends
 // `Content-Security-Policy: default-src 'self'` (and no framing, no <base>,
-// forms to itself only) on every response (internal/serve), which also
+// no form submission) on every response (internal/serve), which also
 // forbids inline styles: the page has none.
 package web
 
 import (
 	"embed"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -48,7 +49,16 @@ type Options struct {
 	// ExternalURL is --web.external-url: its path prefixes the page's
 	// links, as a reverse proxy that strips it serves them.
 	ExternalURL string
+	// MaxRequests bounds the requests served at once by the API and,
+	// apart, by the page (--web.max-requests): one more gets 503 at once.
+	// 0: no bound.
+	MaxRequests int
 }
+
+// AnswerTimeout is the write deadline of every answer of the API and the
+// page: a client that reads nothing (or too slowly) holds a request's
+// memory and its place among Options.MaxRequests this long at most.
+const AnswerTimeout = 30 * time.Second
 
 //go:embed assets
 var assets embed.FS
@@ -60,14 +70,24 @@ func Register(mux *http.ServeMux, o Options) {
 		return
 	}
 	h := newHandler(o)
-	mux.HandleFunc("GET "+APIPath, h.list)
-	mux.HandleFunc("GET "+APIPath+"/{kind}/{namespace}/{name}", h.object)
+	api := newLimiter(o.MaxRequests, func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, apiError{Error: fmt.Sprintf("%d requests of the timeline API are being answered (--web.max-requests); retry later", o.MaxRequests)})
+	})
+	page := newLimiter(o.MaxRequests, func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "%d requests of the timelines page are being answered (--web.max-requests); retry later\n", o.MaxRequests)
+	})
+	mux.HandleFunc("GET "+APIPath, api.wrap(h.list))
+	mux.HandleFunc("GET "+APIPath+"/{kind}/{namespace}/{name}", api.wrap(h.object))
 	// Any other path under the API is a JSON 404, not the landing page's.
 	mux.HandleFunc(APIPath+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Error: "no such endpoint " + r.URL.Path + ": want " + APIPath + " or " + APIPath + "/{kind}/{namespace}/{name}"})
 	})
-	mux.HandleFunc("GET "+PagePath, h.listPage)
-	mux.HandleFunc("GET "+PagePath+"/{kind}/{namespace}/{name}", h.objectPage)
+	mux.HandleFunc("GET "+PagePath, page.wrap(h.listPage))
+	mux.HandleFunc("GET "+PagePath+"/{kind}/{namespace}/{name}", page.wrap(h.objectPage))
 	mux.HandleFunc("GET "+StylePath, asset("assets/timelines.css", "text/css; charset=utf-8"))
 	// Without an icon of its own, a browser asks for /favicon.ico and logs
 	// the 404 as an error.
@@ -118,18 +138,17 @@ func PathPrefix(externalURL string) string {
 // resolveKind resolves a kind as written. The Kind of a configured
 // custom resource is only known from its CRD: when the configured plural
 // (or a lower-case kind) of a configured group does not resolve, the kinds
-// of the stored episodes are tried too. That lists the whole store (a few
-// ms at 1000 episodes), so only for those forms: not wiring the CRD
-// discovery of the resources collector here is worth it.
-func (h *handler) resolveKind(s string, now time.Time) (string, error) {
+// of the stored episodes are tried too (the store's kind index: no episode
+// is read).
+func (h *handler) resolveKind(s string) (string, error) {
 	k, err := timeline.ResolveKind(s, h.custom)
 	if err == nil || !h.configuredGroup(s) {
 		return k, err
 	}
 	seen := append([]string(nil), h.custom...)
-	for _, e := range h.src.List(timeline.Query{}, now) {
-		if strings.Contains(e.Kind, ".") && !slices.Contains(seen, e.Kind) {
-			seen = append(seen, e.Kind)
+	for _, kind := range h.src.Kinds() {
+		if strings.Contains(kind, ".") && !slices.Contains(seen, kind) {
+			seen = append(seen, kind)
 		}
 	}
 	return timeline.ResolveKind(s, seen)
@@ -164,6 +183,39 @@ func pathNamespace(ns string) string {
 		return "_"
 	}
 	return ns
+}
+
+// limiter answers busy beyond n requests at once (node_exporter's
+// --web.max-requests: no queue, a 503 at once), and sets every answer's
+// write deadline.
+type limiter struct {
+	slots chan struct{} // nil: no bound
+	busy  func(http.ResponseWriter)
+}
+
+func newLimiter(n int, busy func(http.ResponseWriter)) *limiter {
+	l := &limiter{busy: busy}
+	if n > 0 {
+		l.slots = make(chan struct{}, n)
+	}
+	return l
+}
+
+func (l *limiter) wrap(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if l.slots != nil {
+			select {
+			case l.slots <- struct{}{}:
+				defer func() { <-l.slots }()
+			default:
+				l.busy(w)
+				return
+			}
+		}
+		// Not every ResponseWriter has a deadline (tests' recorders).
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(AnswerTimeout))
+		h(w, r)
+	}
 }
 
 // asset serves an embedded file.
