@@ -521,3 +521,36 @@ func TestStoreEntriesComeBackAsTheyWentIn(t *testing.T) {
 		t.Error("two entries about pod p1 hold two equal references")
 	}
 }
+
+// The tracker's close after a Tick that came between a record's receipt
+// (+5.05s) and its handling: the close entry sorts after the stages that
+// caused it, and the episode lasts as long as its longest stage (issue 25:
+// closed at the receive time, it sorted first and lasted 5.05 s for stages
+// of 5.1 s).
+func TestStoreCloseAfterATickBetweenReceiptAndHandling(t *testing.T) {
+	s := NewStore(Config{})
+	tr := tracker.NewRolloutTracker(tracker.RolloutConfig{Thresholds: []float64{1, 5}})
+	w := tracker.Workload{Kind: tracker.Deployment, UID: "u1", Namespace: "shop", Name: "web", Generation: 1,
+		Created: t0, SpecWritten: t0, TemplateHash: "t1", SpecReplicas: 2}
+	s.ObserveEpisodes(tr.Observe(w, tracker.LiveAt(at(0))))
+	s.ObserveEpisodes(tr.Tick(at(5100 * time.Millisecond)))
+	w.ObservedGeneration, w.Status = 1, tracker.Status{Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
+	s.ObserveEpisodes(tr.Observe(w, tracker.LiveAt(at(5050*time.Millisecond))))
+
+	got := s.List(Query{}, at(time.Minute))
+	if len(got) != 1 {
+		t.Fatalf("List = %d episodes, want 1", len(got))
+	}
+	e := got[0]
+	if want := []EntryType{EntryStage, EntryStage, EntryStage, EntryClosed}; !reflect.DeepEqual(types(e.Entries), want) {
+		t.Errorf("entries %v, want %v", types(e.Entries), want)
+	}
+	for _, st := range e.Stages {
+		if st.DurationSeconds != nil && *st.DurationSeconds > e.DurationSeconds {
+			t.Errorf("stage %s took %v s, longer than its episode (%v s)", st.Stage, *st.DurationSeconds, e.DurationSeconds)
+		}
+	}
+	if e.DurationSeconds != 5.1 {
+		t.Errorf("episode lasted %v s, want 5.1", e.DurationSeconds)
+	}
+}

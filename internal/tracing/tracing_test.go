@@ -523,3 +523,45 @@ func TestSamplerPrecedence(t *testing.T) {
 		})
 	}
 }
+
+// Spans nest: the root ends at or after its last child. The tracker's
+// episode converges in a record received at +5.05s but handled after a
+// Tick at +5.1s that counted its stages over 5 s: the stages are timed at
+// the Tick (5.1 s), and so is the close that ends the root (issue 25: at
+// its receive time, the root ended 50 ms before its children).
+func TestRootEndsAfterItsChildrenWhenATickCameBetween(t *testing.T) {
+	r, err := otlpreceiver.StartHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	tr := startTracer(t, config.Tracing{Endpoint: r.Endpoint, ClientType: "http", Insecure: true}, nil, nil)
+
+	rollouts := tracker.NewRolloutTracker(tracker.RolloutConfig{Thresholds: []float64{1, 5}})
+	deploy := func(observed int64, ready int32) tracker.Workload {
+		return tracker.Workload{Kind: tracker.Deployment, UID: ep.UID, Namespace: ep.Namespace, Name: ep.Name,
+			Generation: 1, ObservedGeneration: observed, Created: t0, SpecWritten: t0, TemplateHash: "t1", SpecReplicas: 3,
+			Status: tracker.Status{Replicas: 3, UpdatedReplicas: ready, AvailableReplicas: ready}}
+	}
+	tr.ObserveEpisodes(rollouts.Observe(deploy(0, 0), tracker.LiveAt(t0)))
+	tr.ObserveEpisodes(rollouts.Tick(t0.Add(5100 * time.Millisecond)))
+	tr.ObserveEpisodes(rollouts.Observe(deploy(1, 3), tracker.LiveAt(t0.Add(5050*time.Millisecond))))
+
+	spans := waitSpans(t, r, 4)
+	m := byName(spans)
+	root := m["rollout Deployment"]
+	if len(spans) != 4 || root.Span == nil {
+		t.Fatalf("got %v, want the root and 3 stages", slices.Collect(mapKeys(m)))
+	}
+	if root.Duration() != 5100*time.Millisecond {
+		t.Errorf("root lasts %v, want 5.1s", root.Duration())
+	}
+	for name, s := range m {
+		if s.ParentID() == "" {
+			continue
+		}
+		if s.StartTimeUnixNano < root.StartTimeUnixNano || s.EndTimeUnixNano > root.EndTimeUnixNano {
+			t.Errorf("span %s [%d, %d] outside its root [%d, %d]", name, s.StartTimeUnixNano, s.EndTimeUnixNano, root.StartTimeUnixNano, root.EndTimeUnixNano)
+		}
+	}
+}

@@ -216,10 +216,12 @@ type PodStall struct {
 // Receive times out of order. Receive times are stamped when the watch
 // decoder hands an event over, and Tick runs on the collector's clock, so an
 // event can be handled after a Tick whose now is later than its receive
-// time. A stage whose threshold T was already counted as crossed is then
-// timed at that crossing, not at its receive time, so it lands above T: a
-// pod counts once per threshold, good in the le=T bucket or bad as a
-// crossing, never both. The shift is at most the handler's lag.
+// time. A stage is never timed before what the startup already reported (a
+// crossing, a stage): received before a Tick that counted a crossing, it is
+// timed at that Tick, not at its receive time. It then lands above every
+// threshold counted crossed, so a pod counts once per threshold, good in the
+// le=T bucket or bad as a crossing, never both, and its stages' durations
+// never decrease. The shift is at most the handler's lag.
 type PodTracker struct {
 	cfg  PodStartupConfig
 	thr  []time.Duration
@@ -241,13 +243,13 @@ type podEntry struct {
 }
 
 type podStartup struct {
-	start     time.Time
-	reached   [numPodStages]bool
-	present   [numPodStages]bool // conditions in the last record's status
-	last      string             // the last stage reached, PodCreated before any
-	lastAt    time.Time          // when last was reached; zero when in a gap
-	next      [numPodStages]int  // per stage: index of the next threshold not crossed yet
-	crossedAt time.Time          // the latest time a crossing was counted
+	start   time.Time
+	reached [numPodStages]bool
+	present [numPodStages]bool // conditions in the last record's status
+	last    string             // the last stage reached, PodCreated before any
+	lastAt  time.Time          // when last was reached; zero when in a gap
+	next    [numPodStages]int  // per stage: index of the next threshold not crossed yet
+	judged  time.Time          // the latest time a crossing or a stage was reported at: see at
 }
 
 // NewPodTracker returns a tracker.
@@ -289,7 +291,7 @@ func (t *PodTracker) Observe(p Pod, seen Seen) []PodEvent {
 		case listed && !first:
 			evs = append(evs, PodEvent{Type: PodRecovered, Pod: e.ref}) // ungated during a gap
 		case reason != "":
-			e.ep = &podStartup{start: now, last: PodCreated, lastAt: now}
+			e.ep = &podStartup{start: now, last: PodCreated, lastAt: now, judged: now}
 			evs = append(evs, PodEvent{Type: PodStartupOpened, Pod: e.ref})
 		}
 	}
@@ -436,15 +438,13 @@ func (t *PodTracker) advance(evs []PodEvent, e *podEntry, p *Pod, now time.Time,
 		// if no Tick ran in between; every pod then counts once per
 		// threshold (good in the le=T bucket, or bad as a crossing).
 		evs = t.crossStage(evs, e, i, now)
-		at := now
-		if k := ep.next[i]; k > 0 && now.Sub(ep.start) <= t.thr[k-1] {
-			at = ep.crossedAt // received before a Tick that counted T crossed: see PodTracker
-		}
+		at := ep.at(now)
+		ep.judged = at
 		ev := PodEvent{Type: PodStageReached, Pod: e.ref, Stage: PodStages[i], Duration: at.Sub(ep.start), From: ep.last}
 		if ep.lastAt.IsZero() {
 			ev.From = ""
 		} else {
-			ev.Interval = max(0, at.Sub(ep.lastAt))
+			ev.Interval = at.Sub(ep.lastAt) // lastAt <= judged: never negative
 		}
 		evs = append(evs, ev)
 		ep.last, ep.lastAt = string(PodStages[i]), at
@@ -501,11 +501,21 @@ func (t *PodTracker) cross(evs []PodEvent, e *podEntry, now time.Time) []PodEven
 
 func (t *PodTracker) crossStage(evs []PodEvent, e *podEntry, i int, now time.Time) []PodEvent {
 	ep := e.ep
-	age := now.Sub(ep.start)
-	for ep.next[i] < len(t.thr) && age > t.thr[ep.next[i]] {
+	at := ep.at(now)
+	for ep.next[i] < len(t.thr) && at.Sub(ep.start) > t.thr[ep.next[i]] {
 		evs = append(evs, PodEvent{Type: PodThresholdCrossed, Pod: e.ref, Stage: PodStages[i], Threshold: ep.next[i]})
 		ep.next[i]++
-		ep.crossedAt = now
+		ep.judged = at
 	}
 	return evs
+}
+
+// at is when what happens to the startup at now happened on its clock, which
+// never goes back: now, or the latest time a crossing or a stage was
+// reported at if later (see PodTracker, receive times out of order).
+func (ep *podStartup) at(now time.Time) time.Time {
+	if now.Before(ep.judged) {
+		return ep.judged
+	}
+	return now
 }

@@ -78,6 +78,7 @@ type podStep struct {
 
 func runPod(t *testing.T, tr *PodTracker, steps []podStep) {
 	t.Helper()
+	var last time.Duration // the duration of the startup's last stage reached
 	for i, s := range steps {
 		now := at(s.at)
 		var evs []PodEvent
@@ -91,6 +92,19 @@ func runPod(t *testing.T, tr *PodTracker, steps []podStep) {
 		}
 		if got, want := strings.Join(formatPod(evs), "; "), strings.Join(s.want, "; "); got != want {
 			t.Errorf("step %d at +%s:\n got: %s\nwant: %s", i, s.at, got, want)
+		}
+		// Order follows causality: a stage is never timed before one
+		// already reached.
+		for _, e := range evs {
+			switch e.Type {
+			case PodStartupOpened:
+				last = 0
+			case PodStageReached:
+				if e.Duration < last {
+					t.Errorf("step %d at +%s: %s after a stage reached at %v", i, s.at, formatPod([]PodEvent{e}), last)
+				}
+				last = e.Duration
+			}
 		}
 	}
 }

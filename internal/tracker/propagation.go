@@ -104,8 +104,8 @@ type EndpointEvent struct {
 // Crossings already counted by Tick while the watch was cut stand.
 //
 // Receive times out of order: as for pods (see PodTracker), a pair
-// published with a receive time at or below a threshold that a later Tick
-// already counted as crossed is timed at that crossing, so it counts once.
+// published with a receive time before a Tick that counted a crossing of
+// its pending spell is timed at that Tick, so it counts once per threshold.
 type EndpointTracker struct {
 	cfg    EndpointConfig
 	thr    []time.Duration
@@ -133,7 +133,7 @@ type pair struct {
 	pending          bool      // due and not yet published
 	dueAt            time.Time // when pending
 	next             int       // next threshold index, when pending
-	crossedAt        time.Time // the latest time a crossing was counted
+	crossedAt        time.Time // the latest time a crossing of the pending spell was counted
 	removing         bool      // pod stopped serving while published
 	item             dueItem[*pair]
 }
@@ -367,8 +367,8 @@ func (t *EndpointTracker) publication(evs []EndpointEvent, uid, svc string, publ
 				// d > T crossed T before.
 				evs = t.crossPair(evs, pr, now)
 				at := now
-				if k := pr.next; k > 0 && now.Sub(pr.dueAt) <= t.thr[k-1] {
-					at = pr.crossedAt // received before a Tick that counted T crossed
+				if now.Before(pr.crossedAt) {
+					at = pr.crossedAt // received before a Tick that counted a crossing
 				}
 				evs = append(evs, t.event(EndpointPropagated, pr, at.Sub(pr.dueAt)))
 			}
@@ -419,7 +419,7 @@ func (t *EndpointTracker) becameDue(evs []EndpointEvent, pr *pair, now time.Time
 func (t *EndpointTracker) setPending(pr *pair, pending bool, due time.Time) {
 	pr.pending = pending
 	if pending {
-		pr.dueAt, pr.next = due, 0
+		pr.dueAt, pr.next, pr.crossedAt = due, 0, time.Time{}
 	}
 	t.schedule(pr)
 }

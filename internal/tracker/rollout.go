@@ -83,24 +83,12 @@ type Event struct {
 	// has none: the EndpointSlice writes are the timeline's endpoint
 	// entries.
 	APITime time.Time
-	// At is when it happened on the exporter's clock: the time the stage
-	// was reached (Episode.Start + Duration) for StageReached, else the
-	// time of the call that emitted it.
+	// At is when it happened on the exporter's clock: the time of the
+	// call that emitted it or, if later, the latest At already emitted for
+	// the episode (a record handled after a Tick later than its receipt
+	// is timed at that Tick), so the events of an episode never go back.
+	// A StageReached's Duration is At - Episode.Start.
 	At time.Time
-}
-
-// stamp sets At on the events emitted by a call at now.
-func stamp(evs []Event, now time.Time) []Event {
-	for i := range evs {
-		switch {
-		case !evs[i].At.IsZero():
-		case evs[i].Type == StageReached:
-			evs[i].At = evs[i].Episode.Start.Add(evs[i].Duration)
-		default:
-			evs[i].At = now
-		}
-	}
-	return evs
 }
 
 // Stall describes an object whose oldest write not yet converged is older
@@ -163,11 +151,13 @@ type episode struct {
 	stages   []Stage
 	reached  int   // stages[:reached] are reached
 	next     []int // per stage: index of the next threshold not crossed yet
-	// crossedAt is, per stage, the latest time crossings were emitted at:
-	// an event received before it but handled after (the handler lag) is
-	// timed no earlier, so a stage never counts both good and bad for one
-	// threshold.
-	crossedAt []time.Time
+	// last is the latest At emitted for the episode: an event is stamped
+	// no earlier. A record received before a Tick but handled after it
+	// (the handler's lag) would otherwise be timed before what the Tick
+	// judged: a stage good for a threshold it was counted bad for, a close
+	// before the stage that caused it (5.05 s after a stage of 5.1 s), a
+	// trace whose root ends before its children (issue 25).
+	last time.Time
 	// stallSince is the start of the oldest write not yet converged.
 	stallSince time.Time
 	// stalled: EpisodeStalled was emitted.
@@ -201,7 +191,7 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 	missed := listed || w.observedSeen()
 	o := t.objects[w.UID]
 	if w.Custom != nil && w.Custom.Terminating {
-		return stamp(t.terminating(o, &w, now), now)
+		return t.terminating(o, &w, now)
 	}
 	keepSeen := o != nil && o.pending
 	switch {
@@ -215,12 +205,13 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 		switch {
 		case !missed:
 			o.ep = t.open(&w, change, now, time.Time{})
-			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+			evs = o.ep.emit(evs, Event{Type: EpisodeOpened}, now)
 		case settled(&w):
 			o.baseline = w.TemplateHash
 		default:
 			o.ep = t.recover(&w, change, time.Time{}, time.Time{})
-			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
+			evs = o.ep.emit(evs, Event{Type: EpisodeOpened}, now)
+			evs = o.ep.emit(evs, Event{Type: EpisodeRecovered}, now)
 		}
 	case w.Generation > o.last.Generation:
 		o.pending, keepSeen = false, false
@@ -247,7 +238,7 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			o.pending = true
 		case !missed:
 			o.ep = t.open(&w, change, now, since)
-			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+			evs = o.ep.emit(evs, Event{Type: EpisodeOpened}, now)
 		case settled(&w):
 			// Written and converged while the watch was cut: invisible,
 			// like a rollout that ended while the exporter was down. Its
@@ -256,7 +247,8 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			o.baseline = w.TemplateHash
 		default:
 			o.ep = t.recover(&w, change, since, o.seenAt())
-			evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode}, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
+			evs = o.ep.emit(evs, Event{Type: EpisodeOpened}, now)
+			evs = o.ep.emit(evs, Event{Type: EpisodeRecovered}, now)
 		}
 	case w.Generation < o.last.Generation:
 		return nil // an older copy (should not happen with one informer): ignore
@@ -269,10 +261,10 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 			change = ChangeCreate
 		}
 		o.ep = t.open(&w, change, o.seenAt(), time.Time{})
-		evs = append(evs, Event{Type: EpisodeOpened, Episode: o.ep.Episode})
+		evs = o.ep.emit(evs, Event{Type: EpisodeOpened}, now)
 		if listed {
 			o.ep.Recovered = true
-			evs = append(evs, Event{Type: EpisodeRecovered, Episode: o.ep.Episode})
+			evs = o.ep.emit(evs, Event{Type: EpisodeRecovered}, now)
 		}
 	}
 	o.last = w
@@ -283,7 +275,7 @@ func (t *RolloutTracker) Observe(w Workload, seen Seen) []Event {
 		t.fly(w.UID, o)
 		evs = t.advance(evs, o, now)
 	}
-	return stamp(evs, now)
+	return evs
 }
 
 // terminating takes the record of a custom resource being deleted (a
@@ -320,7 +312,7 @@ func (t *RolloutTracker) Delete(uid string, seen Seen) []Event {
 	if o.ep == nil {
 		return nil
 	}
-	return stamp(t.close(nil, o, OutcomeDeleted, now), now)
+	return t.close(nil, o, OutcomeDeleted, now)
 }
 
 // Tick reports the thresholds that open episodes crossed by now. Call it
@@ -333,10 +325,10 @@ func (t *RolloutTracker) Tick(now time.Time) []Event {
 		evs = t.cross(evs, o, now)
 		if st, ok := t.stall(o, now); ok && !o.ep.stalled {
 			o.ep.stalled = true
-			evs = append(evs, Event{Type: EpisodeStalled, Episode: o.ep.Episode, Stage: st.Stage, Reason: st.Reason})
+			evs = o.ep.emit(evs, Event{Type: EpisodeStalled, Stage: st.Stage, Reason: st.Reason}, now)
 		}
 	}
-	return stamp(evs, now)
+	return evs
 }
 
 // Stalled returns the open episodes older than their stall threshold, oldest first.
@@ -453,7 +445,6 @@ func (t *RolloutTracker) open(w *Workload, change Change, start, since time.Time
 		ep.stallSince = since
 	}
 	ep.next = make([]int, len(ep.stages))
-	ep.crossedAt = make([]time.Time, len(ep.stages))
 	return ep
 }
 
@@ -502,11 +493,7 @@ func (t *RolloutTracker) advance(evs []Event, o *object, now time.Time) []Event 
 		// if no Tick ran in between; every episode then counts once per
 		// threshold (good in the le=T bucket, or bad as a crossing).
 		evs = t.crossStage(evs, ep, ep.reached, now)
-		at := now
-		if c := ep.crossedAt[ep.reached]; at.Before(c) {
-			at = c
-		}
-		evs = append(evs, Event{Type: StageReached, Episode: ep.Episode, Stage: s, Duration: at.Sub(ep.Start), APITime: w.stageAPITime(s)})
+		evs = ep.emit(evs, Event{Type: StageReached, Stage: s, APITime: w.stageAPITime(s)}, now)
 		ep.reached++
 	}
 	switch {
@@ -525,7 +512,7 @@ func (t *RolloutTracker) advance(evs []Event, o *object, now time.Time) []Event 
 // close flushes the crossings of the episode up to now and ends it.
 func (t *RolloutTracker) close(evs []Event, o *object, out Outcome, now time.Time) []Event {
 	evs = t.cross(evs, o, now)
-	evs = append(evs, Event{Type: EpisodeClosed, Episode: o.ep.Episode, Outcome: out})
+	evs = o.ep.emit(evs, Event{Type: EpisodeClosed, Outcome: out}, now)
 	switch out {
 	case OutcomeConverged:
 		o.baseline = o.ep.template
@@ -559,15 +546,35 @@ func (t *RolloutTracker) crossStage(evs []Event, ep *episode, i int, now time.Ti
 	if ep.Recovered {
 		return evs
 	}
-	age := now.Sub(ep.Start).Seconds()
+	age := ep.at(now).Sub(ep.Start).Seconds()
 	for ep.next[i] < len(t.cfg.Thresholds) && age > t.cfg.Thresholds[ep.next[i]] {
-		evs = append(evs, Event{Type: ThresholdCrossed, Episode: ep.Episode, Stage: ep.stages[i], Threshold: ep.next[i]})
+		evs = ep.emit(evs, Event{Type: ThresholdCrossed, Stage: ep.stages[i], Threshold: ep.next[i]}, now)
 		ep.next[i]++
-		if now.After(ep.crossedAt[i]) {
-			ep.crossedAt[i] = now
-		}
 	}
 	return evs
+}
+
+// at is when what happens to ep at now happened on the episode's clock,
+// which never goes back: now, or the latest At already emitted for ep if
+// later (see episode.last). A stage received before a Tick that judged it
+// not reached is thus timed at that Tick, its crossings flushed up to it:
+// it counts once per threshold (bad as a crossing, never also good in the
+// le=T bucket), and what follows from it (the close) is no earlier.
+func (ep *episode) at(now time.Time) time.Time {
+	if now.Before(ep.last) {
+		return ep.last
+	}
+	return now
+}
+
+// emit appends ev, an event of ep happening at now, stamped at ep.at(now).
+func (ep *episode) emit(evs []Event, ev Event, now time.Time) []Event {
+	ep.last = ep.at(now)
+	ev.Episode, ev.At = ep.Episode, ep.last
+	if ev.Type == StageReached {
+		ev.Duration = ev.At.Sub(ep.Start)
+	}
+	return append(evs, ev)
 }
 
 func (t *RolloutTracker) sortedOpenUIDs() []string {

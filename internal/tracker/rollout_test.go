@@ -89,6 +89,8 @@ type step struct {
 
 func run(t *testing.T, tr *RolloutTracker, steps []step) {
 	t.Helper()
+	var all []Event
+	defer func() { checkOrder(t, all) }()
 	for i, s := range steps {
 		now := at(s.at)
 		var evs []Event
@@ -100,6 +102,7 @@ func run(t *testing.T, tr *RolloutTracker, steps []step) {
 		default:
 			evs = tr.Observe(*s.w, Seen{At: now, Live: !s.initial})
 		}
+		all = append(all, evs...)
 		if got, want := strings.Join(format(evs), "; "), strings.Join(s.want, "; "); got != want {
 			t.Errorf("step %d at +%s:\n got: %s\nwant: %s", i, s.at, got, want)
 		}
