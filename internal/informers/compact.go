@@ -63,7 +63,9 @@ var keptAnnotations = map[string]bool{
 // from managedFields and the pod template, then drops them and everything
 // else unused, so the cache holds compact records. managedFields alone are
 // about 2-4 KB per pod (measured on pods written by kubectl, the scheduler
-// and the kubelet). Objects it does not know pass unchanged.
+// and the kubelet). Every string it keeps that the API server does not
+// bound is cut to its cap (caps.go). Objects it does not know pass
+// unchanged.
 //
 // Compact is idempotent, as client-go requires of a transform whose output
 // can reach it again: every object of a WatchList stream is transformed
@@ -90,7 +92,13 @@ func Compact(obj any) (any, error) {
 		spec.Template = corev1.PodTemplateSpec{}
 		spec.Replicas = nil
 		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
-		o.Spec.Template = corev1.PodTemplateSpec{}
+		// Of the spec, what the records read stays (here and below); the
+		// rest is in the hashes.
+		o.Spec = appsv1.DeploymentSpec{Replicas: o.Spec.Replicas, Paused: o.Spec.Paused}
+		for i := range o.Status.Conditions {
+			c := &o.Status.Conditions[i]
+			capCondition(&c.Type, &c.Status, &c.Reason, &c.Message)
+		}
 	case *appsv1.StatefulSet:
 		setWrite(&o.ObjectMeta)
 		compactMeta(&o.ObjectMeta)
@@ -99,15 +107,26 @@ func Compact(obj any) (any, error) {
 		spec.Replicas = nil
 		spec.VolumeClaimTemplates = nil
 		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
-		o.Spec.Template = corev1.PodTemplateSpec{}
-		o.Spec.VolumeClaimTemplates = nil
+		o.Spec = appsv1.StatefulSetSpec{Replicas: o.Spec.Replicas, UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: o.Spec.UpdateStrategy.Type}}
+		if ru := spec.UpdateStrategy.RollingUpdate; ru != nil {
+			o.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ru.Partition}
+		}
+		o.Status.CurrentRevision, o.Status.UpdateRevision = CutUTF8(o.Status.CurrentRevision, MaxName), CutUTF8(o.Status.UpdateRevision, MaxName)
+		for i := range o.Status.Conditions {
+			c := &o.Status.Conditions[i]
+			capCondition(&c.Type, &c.Status, &c.Reason, &c.Message)
+		}
 	case *appsv1.DaemonSet:
 		setWrite(&o.ObjectMeta)
 		compactMeta(&o.ObjectMeta)
 		spec := o.Spec
 		spec.Template = corev1.PodTemplateSpec{}
 		setHashes(&o.ObjectMeta, &o.Spec.Template, &spec)
-		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec = appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: o.Spec.UpdateStrategy.Type}}
+		for i := range o.Status.Conditions {
+			c := &o.Status.Conditions[i]
+			capCondition(&c.Type, &c.Status, &c.Reason, &c.Message)
+		}
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		compactMeta(&o.ObjectMeta)
 	case *admissionregistrationv1.MutatingWebhookConfiguration:
@@ -115,9 +134,17 @@ func Compact(obj any) (any, error) {
 	case *corev1.Namespace:
 		compactMeta(&o.ObjectMeta)
 		o.Spec = corev1.NamespaceSpec{}
+		for i := range o.Status.Conditions {
+			c := &o.Status.Conditions[i]
+			capCondition(&c.Type, &c.Status, &c.Reason, &c.Message)
+		}
 	case *appsv1.ReplicaSet:
 		compactMeta(&o.ObjectMeta)
-		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec = appsv1.ReplicaSetSpec{Replicas: o.Spec.Replicas, MinReadySeconds: o.Spec.MinReadySeconds}
+		for i := range o.Status.Conditions {
+			c := &o.Status.Conditions[i]
+			capCondition(&c.Type, &c.Status, &c.Reason, &c.Message)
+		}
 	case *corev1.Node:
 		// Only conditions matter: readiness (node_not_ready), and the
 		// pressure conditions the timelines show; node status is large.
@@ -127,6 +154,7 @@ func Compact(obj any) (any, error) {
 		for _, c := range o.Status.Conditions {
 			if NodeConditionKept(c.Type) {
 				c.LastHeartbeatTime = metav1.Time{}
+				capCondition(&c.Type, &c.Status, &c.Reason, &c.Message)
 				kept = append(kept, c)
 			}
 		}
@@ -144,6 +172,9 @@ func Compact(obj any) (any, error) {
 		for i := range o.Endpoints {
 			e := &o.Endpoints[i]
 			e.Addresses, e.Hints, e.Hostname, e.Zone, e.DeprecatedTopology = nil, nil, nil, nil, nil
+			if e.TargetRef != nil {
+				*e.TargetRef = reference(e.TargetRef)
+			}
 		}
 	}
 	return obj, nil
@@ -176,10 +207,14 @@ func compactMeta(m *metav1.ObjectMeta) {
 		}
 	}
 	m.ManagedFields = nil
+	m.GenerateName = "" // read by nothing; any length on a core/v1 Event
+	for i := range m.OwnerReferences {
+		capOwner(&m.OwnerReferences[i])
+	}
 	kept := map[string]string{}
 	for k, v := range m.Annotations {
 		if keptAnnotations[k] {
-			kept[k] = v
+			kept[k] = CutUTF8(v, MaxKeptAnnotation)
 		}
 	}
 	if !newest.IsZero() {
@@ -201,17 +236,18 @@ const maxWriteManagers = 4
 // A write through /scale stamps no time on v1.37 (see NewestManager): the
 // previous stamp's managers are then returned, and the timelines, seeing
 // the stamp did not move with the generation, name none
-// (timeline.WriteEntry). Nil without timed entries.
+// (timeline.WriteEntry). Nil without timed entries. Names are cut to
+// MaxManager.
 func WriteOf(fields []metav1.ManagedFieldsEntry) (managers []string, at time.Time) {
 	for _, f := range fields {
 		if f.Time == nil || f.Subresource == "status" || statusOnly(f.FieldsV1) {
 			continue
 		}
-		switch t := f.Time.Time; {
+		switch m, t := CutUTF8(f.Manager, MaxManager), f.Time.Time; {
 		case t.After(at):
-			managers, at = append(managers[:0], f.Manager), t
-		case t.Equal(at) && !slices.Contains(managers, f.Manager) && len(managers) < maxWriteManagers:
-			managers = append(managers, f.Manager)
+			managers, at = append(managers[:0], m), t
+		case t.Equal(at) && !slices.Contains(managers, m) && len(managers) < maxWriteManagers:
+			managers = append(managers, m)
 		}
 	}
 	return managers, at

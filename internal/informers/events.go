@@ -2,8 +2,8 @@ package informers
 
 import (
 	"context"
-	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,30 +35,17 @@ func warningEvents(c kubernetes.Interface, ns string) knownResource {
 		}}
 }
 
-// maxNoteBytes: the note (an Event's human message) is kept for the coming
-// timelines,
-// cut to this many bytes; the API server accepts up to 1 KB from recorders
-// and libraries must expect 64 KB. It never becomes a label.
-const maxNoteBytes = 256
-
-// compactEvent keeps what the retries collector reads, and what the coming
-// timelines will:
-// reason, regarding, reporting controller, counts and times, a cut note.
+// compactEvent keeps what the retries collector and the timelines read:
+// reason, action, regarding, reporting controller, counts and times, a
+// note; every string cut to its cap (caps.go). The type is Warning: the
+// informer's field selector admits no other.
 func compactEvent(e *eventsv1.Event) {
 	compactMeta(&e.ObjectMeta)
-	e.Note = CutUTF8(e.Note, maxNoteBytes)
+	e.Reason, e.Action = CutUTF8(e.Reason, MaxReason), CutUTF8(e.Action, MaxReason)
+	e.ReportingController = CutUTF8(e.ReportingController, MaxQualifiedName)
+	e.DeprecatedSource = corev1.EventSource{Component: CutUTF8(e.DeprecatedSource.Component, MaxQualifiedName)}
+	e.Note = CutUTF8(e.Note, MaxMessage)
+	e.Regarding = reference(&e.Regarding)
 	e.Related = nil
 	e.ReportingInstance = ""
-	e.DeprecatedSource.Host = ""
-}
-
-// CutUTF8 cuts s to at most n bytes on a rune boundary.
-func CutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

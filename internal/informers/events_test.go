@@ -32,7 +32,7 @@ func TestCompactEvent(t *testing.T) {
 	if e.ManagedFields != nil || e.Related != nil || e.ReportingInstance != "" || e.DeprecatedSource.Host != "" || e.Annotations["x"] != "" {
 		t.Errorf("not compacted: %+v", e)
 	}
-	if len(e.Note) > maxNoteBytes || !utf8.ValidString(e.Note) || !strings.HasPrefix(note, e.Note) || len(e.Note) < maxNoteBytes-1 {
+	if len(e.Note) > MaxMessage || !utf8.ValidString(e.Note) || !strings.HasPrefix(note, e.Note) || len(e.Note) < MaxMessage-1 {
 		t.Errorf("note cut to %d bytes, valid %v", len(e.Note), utf8.ValidString(e.Note))
 	}
 	if e.Reason != "FailedCreate" || e.Series.Count != 3 || e.Regarding.UID != "rs" || e.ReportingController != "replicaset-controller" || e.DeprecatedSource.Component != "replicaset-controller" {

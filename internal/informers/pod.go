@@ -156,7 +156,6 @@ func compactPod(p *corev1.Pod) *Pod {
 	out.listed = a[AnnotationListed] == "true"
 	out.writer = a[AnnotationWriter]
 	out.Annotations = nil
-	out.GenerateName = "" // read by nothing
 	for i := range out.OwnerReferences {
 		ref := &out.OwnerReferences[i]
 		ref.APIVersion, ref.Kind = common(ref.APIVersion), common(ref.Kind)
@@ -169,11 +168,11 @@ func compactPod(p *corev1.Pod) *Pod {
 	if len(p.Spec.Containers) > 0 {
 		out.Spec.Images = make([]string, len(p.Spec.Containers))
 		for i, c := range p.Spec.Containers {
-			out.Spec.Images[i] = c.Image
+			out.Spec.Images[i] = CutUTF8(c.Image, MaxImage)
 		}
 	}
 	out.Status = PodStatus{
-		Phase:                 corev1.PodPhase(common(string(p.Status.Phase))),
+		Phase:                 cut(corev1.PodPhase(common(string(p.Status.Phase))), MaxReason),
 		InitContainerStatuses: compactStatuses(p.Status.InitContainerStatuses),
 		ContainerStatuses:     compactStatuses(p.Status.ContainerStatuses),
 	}
@@ -183,10 +182,11 @@ func compactPod(p *corev1.Pod) *Pod {
 			pc := PodCondition{Type: corev1.PodConditionType(common(string(c.Type))), Status: corev1.ConditionStatus(common(string(c.Status))),
 				Reason: common(c.Reason), LastTransitionTime: c.LastTransitionTime}
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				// Why a pod cannot be scheduled: the timeline shows it
-				// (cut like an Event's note), and only pending pods carry it.
-				pc.Message = CutUTF8(c.Message, maxNoteBytes)
+				// Why a pod cannot be scheduled: the timeline shows it,
+				// and only pending pods carry it.
+				pc.Message = c.Message
 			}
+			capCondition(&pc.Type, &pc.Status, &pc.Reason, &pc.Message)
 			out.Status.Conditions[i] = pc
 		}
 	}
@@ -199,7 +199,7 @@ func compactStatuses(ss []corev1.ContainerStatus) []ContainerStatus {
 	}
 	out := make([]ContainerStatus, len(ss))
 	for i, s := range ss {
-		c := ContainerStatus{Name: common(s.Name), Ready: s.Ready, RestartCount: s.RestartCount}
+		c := ContainerStatus{Name: CutUTF8(common(s.Name), MaxLabel), Ready: s.Ready, RestartCount: s.RestartCount}
 		if s.Started != nil {
 			c.Started = &startedFalse
 			if *s.Started {
@@ -208,11 +208,11 @@ func compactStatuses(ss []corev1.ContainerStatus) []ContainerStatus {
 		}
 		switch st := s.State; {
 		case st.Waiting != nil:
-			c.State = ContainerState{Kind: ContainerWaiting, Reason: common(st.Waiting.Reason)}
+			c.State = ContainerState{Kind: ContainerWaiting, Reason: CutUTF8(common(st.Waiting.Reason), MaxReason)}
 		case st.Running != nil:
 			c.State = ContainerState{Kind: ContainerRunning}
 		case st.Terminated != nil:
-			c.State = ContainerState{Kind: ContainerTerminated, Reason: common(st.Terminated.Reason), ExitCode: st.Terminated.ExitCode}
+			c.State = ContainerState{Kind: ContainerTerminated, Reason: CutUTF8(common(st.Terminated.Reason), MaxReason), ExitCode: st.Terminated.ExitCode}
 		}
 		out[i] = c
 	}

@@ -71,8 +71,8 @@ func TestCompactKeepsTheWriteAndWhyUnschedulable(t *testing.T) {
 		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [app]"},
 	}}}
 	cp := CompactPod(p)
-	if got := cp.Status.Conditions[0].Message; got != long[:maxNoteBytes] {
-		t.Errorf("unschedulable message = %q (%d bytes), want the first %d bytes", got, len(got), maxNoteBytes)
+	if got := cp.Status.Conditions[0].Message; got != long[:MaxMessage] {
+		t.Errorf("unschedulable message = %q (%d bytes), want the first %d bytes", got, len(got), MaxMessage)
 	}
 	if got := cp.Status.Conditions[1].Message; got != "" {
 		t.Errorf("Ready message kept: %q", got)

@@ -29,15 +29,6 @@ const (
 	ConditionReconciling = "Reconciling"
 )
 
-// maxMessage bounds a kept condition message (bytes): messages go to logs
-// only, and a controller's message can be kilobytes (a whole error chain).
-// maxReason bounds its reason: by convention a CamelCase word, but
-// metav1.Condition allows 1,024 bytes and a custom status any length.
-const (
-	maxMessage = 256
-	maxReason  = 128
-)
-
 // Convention is how a configured custom resource is judged: its readiness
 // conditions, or readiness expressions, and where its observed generation
 // is. It is safe for concurrent use.
@@ -189,7 +180,9 @@ type CustomCondition struct {
 }
 
 // Transform returns the informer transform of resources judged by conv:
-// unstructured objects become CustomObjects; a CustomObject passes
+// unstructured objects become CustomObjects, every string from the cluster
+// in them cut to its cap (informers' caps.go; a custom status is bounded
+// by nothing but its CRD's schema); a CustomObject passes
 // unchanged (a transform must be idempotent: a WatchList stream's objects
 // are transformed twice, see informers.Compact).
 func (c *Convention) Transform(obj any) (any, error) {
@@ -258,6 +251,8 @@ func (c *Convention) Compact(u *unstructured.Unstructured) *CustomObject {
 		o.Ready = append(o.Ready, err == nil && fmt.Sprint(v) == r.value)
 		o.ReadyAbsent = o.ReadyAbsent || (err != nil && o.HasStatus)
 	}
+	// It quotes the value found, which may be a whole subtree.
+	o.DecodeError = informers.CutUTF8(o.DecodeError, informers.MaxMessage)
 	return o
 }
 
@@ -284,25 +279,16 @@ func (c *Convention) compactConditions(o *CustomObject, status map[string]any) {
 		o.ConditionsObserved = max(o.ConditionsObserved, og)
 		cc := CustomCondition{Type: c.intern(typ), ObservedGeneration: og}
 		cc.Status, _ = m["status"].(string)
-		cc.Status = c.intern(cc.Status)
+		cc.Status = c.intern(informers.CutUTF8(cc.Status, informers.MaxReason))
 		cc.Reason, _ = m["reason"].(string)
-		cc.Reason = bounded(cc.Reason, maxReason)
+		cc.Reason = informers.CutUTF8(cc.Reason, informers.MaxReason)
 		cc.Message, _ = m["message"].(string)
-		cc.Message = bounded(cc.Message, maxMessage)
+		cc.Message = informers.CutUTF8(cc.Message, informers.MaxMessage)
 		if s, ok := m["lastTransitionTime"].(string); ok {
 			cc.LastTransition, _ = time.Parse(time.RFC3339, s)
 		}
 		o.Conditions = append(o.Conditions, cc)
 	}
-}
-
-// bounded cuts s to at most n bytes on a rune boundary, as a copy when cut:
-// a substring would keep the decoded string, whole, alive in the cache.
-func bounded(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.Clone(informers.CutUTF8(s, n))
 }
 
 // deleting reports whether u has a deletionTimestamp, without parsing it

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -152,14 +153,14 @@ func TestCustomRecords(t *testing.T) {
 // it as JSON, where a cut rune would show as U+FFFD.
 func TestConditionMessageCutOnRuneBoundary(t *testing.T) {
 	c := convention(t, config.Resource{})
-	msg := strings.Repeat("a", maxMessage-1) + "é and more"
+	msg := strings.Repeat("a", informers.MaxMessage-1) + "é and more"
 	o := c.Compact(obj(1, map[string]any{"conditions": []any{cond("Ready", "False", "message", msg)}}))
 	if len(o.Conditions) != 1 {
 		t.Fatalf("conditions %+v", o.Conditions)
 	}
 	got := o.Conditions[0].Message
-	if !utf8.ValidString(got) || got != strings.Repeat("a", maxMessage-1) {
-		t.Errorf("message cut to %q (%d bytes), want the %d a's before the 2-byte é", got[len(got)-3:], len(got), maxMessage-1)
+	if !utf8.ValidString(got) || got != strings.Repeat("a", informers.MaxMessage-1) {
+		t.Errorf("message cut to %q (%d bytes), want the %d a's before the 2-byte é", got[len(got)-3:], len(got), informers.MaxMessage-1)
 	}
 }
 
@@ -167,11 +168,11 @@ func TestConditionMessageCutOnRuneBoundary(t *testing.T) {
 // boundary, and copied, so that the decoded string is not kept whole.
 func TestConditionReasonCut(t *testing.T) {
 	c := convention(t, config.Resource{})
-	reason := strings.Repeat("R", maxReason-1) + "é" + strings.Repeat("x", 10_000)
+	reason := strings.Repeat("R", informers.MaxReason-1) + "é" + strings.Repeat("x", 10_000)
 	o := c.Compact(obj(1, map[string]any{"conditions": []any{cond("Ready", "False", "reason", reason)}}))
 	got := o.Conditions[0].Reason
-	if !utf8.ValidString(got) || got != strings.Repeat("R", maxReason-1) {
-		t.Errorf("reason cut to %d bytes, want the %d R's before the 2-byte é", len(got), maxReason-1)
+	if !utf8.ValidString(got) || got != strings.Repeat("R", informers.MaxReason-1) {
+		t.Errorf("reason cut to %d bytes, want the %d R's before the 2-byte é", len(got), informers.MaxReason-1)
 	}
 	if unsafe.StringData(got) == unsafe.StringData(reason) {
 		t.Error("the cut reason shares the decoded string's memory")
