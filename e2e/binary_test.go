@@ -61,8 +61,10 @@ func TestProbeAddressWithBasicAuth(t *testing.T) {
 		code, body := request(probeURL+"/readyz", "", "")
 		return code == http.StatusOK, body
 	})
-	if code, body := request(probeURL+"/readyz", "", ""); !strings.Contains(body, "collector rollouts: synced") {
-		t.Errorf("probe /readyz = %d:\n%s", code, body)
+	// The probe port says the verdict only; the main listener, behind
+	// the credentials, names the collectors.
+	if code, body := request(probeURL+"/readyz", "", ""); body != "ready\n" {
+		t.Errorf("probe /readyz = %d:\n%s\nwant the verdict only", code, body)
 	}
 	if code, body := request(probeURL+"/healthz", "", ""); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("probe /healthz = %d %q, want 200 ok", code, body)
@@ -84,6 +86,9 @@ func TestProbeAddressWithBasicAuth(t *testing.T) {
 	code, body := request(e.url+"/metrics", probeTestUser, probeTestPassword)
 	if code != http.StatusOK || !strings.Contains(body, "kube_convergence_collector_up{collector=\"rollouts\"} 1") {
 		t.Errorf("main /metrics with the password = %d, %d bytes", code, len(body))
+	}
+	if code, body := request(e.url+"/readyz", probeTestUser, probeTestPassword); !strings.Contains(body, "collector rollouts: synced") {
+		t.Errorf("main /readyz with the password = %d:\n%s", code, body)
 	}
 	if !strings.Contains(e.logs.String(), "serving /healthz and /readyz over plain HTTP") {
 		t.Errorf("no log line for the probe listener:\n%s", tail(e.logs.String(), 20))

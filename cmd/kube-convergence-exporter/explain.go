@@ -56,17 +56,21 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		if c != cmd.FullCommand() {
 			return false, 0
 		}
+		// Every message is escaped as a whole (web.Visible): it holds
+		// what the command line and the server chose (an error's text, a
+		// redirect's host, an answer's body), any of which may carry
+		// terminal controls or bidirectional overrides.
 		fail := func(code int, format string, args ...any) (bool, int) {
 			suffix := ""
 			if code == explainUsage {
 				suffix = " (see --help)"
 			}
-			fmt.Fprintf(stderr, "kube-convergence-exporter: explain: "+format+suffix+"\n", args...)
+			fmt.Fprintf(stderr, "kube-convergence-exporter: explain: %s%s\n", web.Visible(fmt.Sprintf(format, args...)), suffix)
 			return true, code
 		}
 		kind, name, ok := strings.Cut(*object, "/")
 		if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
-			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", web.Visible(*object))
+			return fail(explainUsage, "%s: want KIND/NAME, such as deployment/web", *object)
 		}
 		// The path's segments: . and .. are no Kubernetes name
 		// (apimachinery's path.IsValidPathSegmentName), and the
@@ -103,7 +107,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		if err != nil {
 			return fail(explainFailed, "%v", err)
 		}
-		where := "namespace " + web.Visible(*namespace)
+		where := "namespace " + *namespace
 		if *namespace == "" {
 			where = "the cluster scope (a namespaced object needs -n NAMESPACE)"
 		}
@@ -112,7 +116,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 			// An unknown kind: the API lists the accepted forms.
 			return fail(explainUsage, "%s", apiError(body))
 		case status == http.StatusNotFound:
-			return fail(explainFailed, "%s has no timeline of %s in %s: %s", target.Redacted(), web.Visible(*object), where, apiError(body))
+			return fail(explainFailed, "%s has no timeline of %s in %s: %s", target.Redacted(), *object, where, apiError(body))
 		case status != http.StatusOK:
 			return fail(explainFailed, "GET %s: %s: %s", target.Redacted(), http.StatusText(status), apiError(body))
 		}
@@ -123,7 +127,7 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 			return fail(explainFailed, "GET %s: not a timeline answer: %v", target.Redacted(), err)
 		}
 		if len(list.Items) == 0 {
-			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), web.Visible(*object), where)
+			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), *object, where)
 		}
 		if *format == explainJSON {
 			if err := writeJSON(stdout, body); err != nil {
@@ -213,7 +217,7 @@ func get(ctx context.Context, client *http.Client, target *url.URL) (int, []byte
 }
 
 // apiError is the message of an error answer: the API's JSON error
-// ({"error": "..."}), else the body's first 512 bytes, visible.
+// ({"error": "..."}), else the body's first 512 bytes (fail escapes it).
 func apiError(body []byte) string {
 	var e struct {
 		Error   string `json:"error"`
@@ -221,17 +225,17 @@ func apiError(body []byte) string {
 	}
 	if json.Unmarshal(body, &e) == nil {
 		if e.Error != "" {
-			return web.Visible(e.Error)
+			return e.Error
 		}
 		if e.Message != "" {
-			return web.Visible(e.Message)
+			return e.Message
 		}
 	}
 	s := strings.TrimSpace(string(body[:min(len(body), 512)]))
 	if s == "" {
 		return "empty answer"
 	}
-	return web.Visible(s)
+	return s
 }
 
 // writeJSON writes the API's answer indented. JSON escapes C0 controls

@@ -319,6 +319,21 @@ func TestExplainKeepsCredentialsOnTheExporterHost(t *testing.T) {
 	}
 }
 
+// A redirect's host is the server's choice: explain prints it escaped,
+// as everything else it prints from a server, so a bidirectional override
+// or a C1 control (CSI) cannot rewrite the terminal line.
+func TestExplainEscapesARedirectHost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", "http://ev\u202eil\u009b31m.example/login")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer srv.Close()
+	code, _, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL)
+	if code != 1 || strings.ContainsAny(errs, "\u202e\u009b") || !strings.Contains(errs, `ev\u202eil\x9b31m.example`) {
+		t.Errorf("exit %d, stderr %q: want 1 and the host escaped", code, errs)
+	}
+}
+
 // Exit codes: 1 when the exporter has no timeline of the object (404, or
 // an empty list), cannot be reached or answers another error; 2 on bad
 // usage and on an unknown kind (the API's 400, whose accepted forms are

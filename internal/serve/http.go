@@ -314,11 +314,24 @@ func (r *recorder) WriteHeader(int)             {}
 // the kubelet's HTTP probes can neither present client certificates nor
 // basic-auth credentials, so when --web.config.file protects the main
 // listener the probes need a listener of their own. Everything else is 404,
-// so the probe port exposes no metrics.
+// so the probe port exposes no metrics; and its bodies say only the
+// verdict (the main listener's name the API server, its error and each
+// collector's state: cluster data, behind --web.config.file there).
 func ProbeHandler(o HandlerOptions) http.Handler {
 	mux := http.NewServeMux()
-	addProbes(mux, o)
+	mux.HandleFunc(HealthzPath, probe(verdictOnly(o.Liveness, "ok\n", "wedged: details on /healthz of the main listener\n")))
+	mux.HandleFunc(ReadyzPath, probe(verdictOnly(o.Readiness, "ready\n", "not ready: details on /readyz of the main listener\n")))
 	return withCSP(mux)
+}
+
+// verdictOnly is check with its body replaced by a constant.
+func verdictOnly(check func() (bool, string), yes, no string) func() (bool, string) {
+	return func() (bool, string) {
+		if ok, _ := check(); ok {
+			return true, yes
+		}
+		return false, no
+	}
 }
 
 func addProbes(mux *http.ServeMux, o HandlerOptions) {

@@ -93,11 +93,16 @@ func TestProbeHandler(t *testing.T) {
 	}
 	failing := httptest.NewServer(ProbeHandler(handlerOptions("/metrics", false, false)))
 	defer failing.Close()
-	if code, body := get(t, failing.URL+"/healthz"); code != 503 || body != "wedged: collector pods\n" {
+	// The probe port carries no cluster data: the verdict only (the
+	// checks' bodies name collectors, the API server and its error).
+	if code, body := get(t, failing.URL+"/healthz"); code != 503 || body != "wedged: details on /healthz of the main listener\n" {
 		t.Errorf("wedged /healthz = %d %q", code, body)
 	}
-	if code, body := get(t, failing.URL+"/readyz"); code != 503 || body != "not ready\n" {
+	if code, body := get(t, failing.URL+"/readyz"); code != 503 || body != "not ready: details on /readyz of the main listener\n" {
 		t.Errorf("not ready /readyz = %d %q", code, body)
+	}
+	if code, body := get(t, srv.URL+"/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("ready /readyz = %d %q", code, body)
 	}
 }
 
