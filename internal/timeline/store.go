@@ -1051,22 +1051,32 @@ func (r *record) snapshot(now time.Time) snapshot {
 			}
 		}
 	}
-	ep.Stages = make([]StageTiming, len(r.stages))
-	for i, st := range r.stages {
+	// What a stage's At and DurationSeconds point to is never modified
+	// (reach points them at new values): copied on read, not here.
+	ep.Stages = slices.Clone(r.stages)
+	ep.EntriesDropped = r.dropped
+	return snapshot{ep: ep, head: r.head, tail: slices.Clone(r.tail), skip: r.tailLen - r.tailShown}
+}
+
+// header is the snapshot's episode without entries, its stages' times
+// copied: the reader's to modify.
+func (sn *snapshot) header() Episode {
+	ep := sn.ep
+	ep.Stages = slices.Clone(ep.Stages)
+	for i := range ep.Stages {
+		st := &ep.Stages[i]
 		if st.At != nil {
 			at, d := *st.At, *st.DurationSeconds
 			st.At, st.DurationSeconds = &at, &d
 		}
-		ep.Stages[i] = st
 	}
-	ep.EntriesDropped = r.dropped
-	return snapshot{ep: ep, head: r.head, tail: slices.Clone(r.tail), skip: r.tailLen - r.tailShown}
+	return ep
 }
 
 // episode returns the snapshot's episode with its entries, sharing nothing
 // mutable with the store.
 func (sn *snapshot) episode() Episode {
-	ep := sn.ep
+	ep := sn.header()
 	n := len(sn.head) - sn.skip
 	for _, c := range sn.tail {
 		n += len(c)
@@ -1115,7 +1125,7 @@ func (s *selection) Next() uint64 {
 func (s *selection) Episode(i int) Episode { return s.snaps[i].episode() }
 
 func (s *selection) Header(i int) Episode {
-	ep := s.snaps[i].ep
+	ep := s.snaps[i].header()
 	ep.Entries = []Entry{}
 	return ep
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
@@ -115,6 +116,13 @@ func writeError(w http.ResponseWriter, code int, e apiError) {
 // set, copying and encoding an episode at a time from the selection's
 // snapshot through one 64 KiB buffer: a full answer of 1000 episodes of
 // 200 entries is 50 MB, which is never held.
+// encoders bounds the episodes copied and encoded at once, by every answer
+// together, to one less than the cores Go runs on (at least one): however
+// many clients read timelines, a core is left for the scrapes and the
+// informers' handlers (BenchmarkMetricsWithAPIClients). An episode is a
+// few hundred microseconds of work, so answers interleave finely.
+var encoders = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+
 func writeItems(w http.ResponseWriter, sel timeline.Selection, next string) {
 	setJSONHeaders(w)
 	w.WriteHeader(http.StatusOK)
@@ -123,9 +131,11 @@ func writeItems(w http.ResponseWriter, sel timeline.Selection, next string) {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		encoders <- struct{}{}
 		ep := sel.Episode(i)
 		normalize(&ep)
 		b = appendEpisode(b, &ep)
+		<-encoders
 		if len(b) >= 32<<10 {
 			if _, err := w.Write(b); err != nil {
 				return // the client went away
