@@ -158,6 +158,12 @@ func TestListBadParameters(t *testing.T) {
 		{"?namespace=shop;x", "query", nil},
 		{"?namespace=%zz", "query", nil},
 		{"?state=closed&namespace=sh%op", "query", nil},
+		// Bounds: a query string of 5,000 pairs, values longer than any
+		// namespace, kind or uid.
+		{"?" + strings.Repeat("a=1&", 5000), "query", nil},
+		{"?namespace=" + strings.Repeat("n", 64), "namespace", nil},
+		{"?kind=" + strings.Repeat("K", 318), "kind", nil},
+		{"?uid=" + strings.Repeat("u", 129), "uid", nil},
 	} {
 		var e apiError
 		fetchJSON(t, srv, APIPath+tc.query, http.StatusBadRequest, &e)
