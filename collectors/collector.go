@@ -58,10 +58,13 @@ type ReadinessReporter interface {
 // Evidence is where the collectors of workloads and custom resources record
 // what happened to the objects of an open episode (writes, conditions,
 // related objects, what blocks it), for its timeline. *timeline.Store
-// implements it; the collectors depend on nothing more of the store.
+// implements it; the collectors depend on nothing more of the store, and
+// reach it through their Outbox, never with their own lock held.
 type Evidence interface {
 	// Open reports whether uid has an open episode (evidence of the
-	// others is dropped: callers spare building it).
+	// others is dropped: callers spare building it). Outbox.Open asks
+	// it, without the collector's lock; under it a collector asks its
+	// tracker, which the store's open episodes mirror.
 	Open(uid string) bool
 	// Add records an entry of episode uid; false when none is open.
 	Add(uid string, e timeline.Entry) bool

@@ -23,9 +23,11 @@ type EpisodeSource interface {
 }
 
 // EpisodeSink receives every rollout and custom-resource episode event
-// after the metrics were updated: the timeline store and the tracer. It is
-// called with the feeding collector's lock held, so it must take only its
-// own locks and never call back into a collector.
+// after the metrics were updated: the timeline store and the tracer. The
+// feeding collector's Outbox calls it after releasing the collector's
+// lock, with one collector's events in the order it produced them and
+// never two of its batches at once (another collector's may overlap). It
+// must not call back into a collector.
 type EpisodeSink interface {
 	ObserveEpisodes(evs []tracker.Event)
 }
@@ -123,11 +125,18 @@ func (e *Episodes) Feed(s EpisodeSource) {
 	e.sources = append(e.sources, s)
 }
 
-// AddSink adds a receiver of every episode event.
+// AddSink adds a receiver of every episode event, which the feeders'
+// Outboxes deliver.
 func (e *Episodes) AddSink(s EpisodeSink) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sinks = append(e.sinks, s)
+}
+
+func (e *Episodes) episodeSinks() []EpisodeSink {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sinks
 }
 
 // SetTraceIDs makes the duration exemplars carry the episode's trace id,
@@ -162,14 +171,15 @@ func (e *Episodes) Register(reg prometheus.Registerer, kinds ...tracker.Kind) er
 	return nil
 }
 
-// Observe turns tracker events into metric updates. logger says which
-// collector recovered an episode.
+// Observe turns tracker events into metric updates; the feeder's Outbox
+// (Outbox.Observe) calls it and delivers the events to the sinks. logger
+// says which collector recovered an episode.
 func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 	if len(evs) == 0 {
 		return
 	}
 	e.mu.Lock()
-	sinks, traceIDs := e.sinks, e.traceIDs
+	traceIDs := e.traceIDs
 	e.mu.Unlock()
 	for _, ev := range evs {
 		ep := ev.Episode
@@ -205,9 +215,6 @@ func (e *Episodes) Observe(evs []tracker.Event, logger *slog.Logger) {
 			e.Recovered.WithLabelValues(string(ep.Kind)).Inc()
 			logger.Info("recovered a rollout in flight", "kind", ep.Kind, "namespace", ep.Namespace, "name", ep.Name, "generation", ep.Generation, "since", ep.Start)
 		}
-	}
-	for _, s := range sinks {
-		s.ObserveEpisodes(evs)
 	}
 }
 
@@ -249,7 +256,8 @@ func (s episodesScrape) Collect(ch chan<- prometheus.Metric) {
 	sources := append([]EpisodeSource(nil), e.sources...)
 	e.mu.Unlock()
 	// Sources are read without e.mu: they take their own lock, which their
-	// event handlers hold while they call Observe (which takes e.mu).
+	// event handlers hold while they call Observe (which takes e.mu). The
+	// sinks are called under neither (Outbox).
 	open := map[[2]string]int{}
 	var stalled []tracker.Stall
 	for _, src := range sources {

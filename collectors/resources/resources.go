@@ -67,14 +67,17 @@ type Collector struct {
 	resources map[string]*resource // by resource string: certificates.cert-manager.io
 	order     []string
 
-	mu       sync.Mutex                 // guards everything below; handlers of different informers run concurrently
+	// mu guards everything below (handlers of different informers run
+	// concurrently). It is out's lock: the episode events and the
+	// evidence queued on out under it reach the sinks and the timeline
+	// store when it is unlocked.
+	mu       sync.Locker
+	out      *collectors.Outbox
 	custom   *informers.CustomResources // set by Start; never called under mu
 	tr       *tracker.RolloutTracker
 	stallOf  map[tracker.Kind]time.Duration
 	decoded  map[string]bool   // uids whose decode error was counted and logged
 	notReady map[string]string // uid -> last condition logged
-	// tl receives the timeline evidence; nil: none is recorded.
-	tl collectors.Evidence
 }
 
 // resource is one configured custom resource.
@@ -124,6 +127,8 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 		decoded:   map[string]bool{},
 		notReady:  map[string]string{},
 	}
+	c.out = collectors.NewOutbox(ep, c.logger)
+	c.mu = c.out
 	c.tr = tracker.NewRolloutTracker(tracker.RolloutConfig{
 		Thresholds: latency.RolloutDuration.Buckets,
 		// Read under c.mu, like every tracker call.
@@ -230,7 +235,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 	f.Every(Name, c.now, func(now time.Time) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.ep.Observe(c.tr.Tick(now), c.logger)
+		c.out.Observe(c.tr.Tick(now))
 	})
 	return nil
 }
@@ -306,7 +311,7 @@ func (c *Collector) onObject(r *resource, kind tracker.Kind, old, o *records.Cus
 	w := records.Custom(o, kind, r.conv)
 	c.timelineConditions(old, o, seen.At)
 	evs := c.tr.Observe(w, seen)
-	c.ep.Observe(evs, c.logger)
+	c.out.Observe(evs)
 	c.timelineObject(old, o, evs, seen.At)
 	// Condition reasons and messages go to the log, never to labels.
 	if cd, bad := records.NotReadyCondition(o); bad && c.tr.IsOpen(uid) {
@@ -327,7 +332,7 @@ func (c *Collector) onGone(o *records.CustomObject, seen informers.Seen) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forget(string(o.UID))
-	c.ep.Observe(c.tr.Delete(string(o.UID), seen), c.logger)
+	c.out.Observe(c.tr.Delete(string(o.UID), seen))
 }
 
 func (c *Collector) forget(uid string) {

@@ -12,19 +12,20 @@ import (
 
 // SetTimelines makes the collector feed store with the writes and the
 // condition changes of the open episodes (call before Start).
-func (c *Collector) SetTimelines(store collectors.Evidence) { c.tl = store }
+func (c *Collector) SetTimelines(store collectors.Evidence) { c.out.SetTimelines(store) }
 
 // timelineConditions records, before the record is observed, the
 // conditions of o whose status, reason or message changed from old in the
 // open episode: the change that converges it must be recorded before the
-// episode closes. c.mu is held.
+// episode closes. c.mu is held: the tracker says whether the episode is
+// open, as the store will once the queue before is delivered.
 func (c *Collector) timelineConditions(old, o *records.CustomObject, now time.Time) {
-	if c.tl == nil || old == nil || !c.tl.Open(string(o.UID)) {
+	if !c.out.Timelines() || old == nil || !c.tr.IsOpen(string(o.UID)) {
 		return
 	}
 	for _, e := range conditionEntries(old, o) {
 		e.Time = now
-		c.tl.Add(string(o.UID), e)
+		c.out.Add(string(o.UID), e)
 	}
 }
 
@@ -33,15 +34,14 @@ func (c *Collector) timelineConditions(old, o *records.CustomObject, now time.Ti
 // condition when the record opened the episode (the state it starts
 // from), and what holds it now. old is the previous version (nil when
 // added): a write that left no managedFields stamp of its own is not
-// attributed (timeline.WriteEntry). c.mu is held.
+// attributed (timeline.WriteEntry). c.mu is held. As for workloads, the
+// write goes to the store whether its episode is open or not (the store
+// keeps it only if it is).
 func (c *Collector) timelineObject(old, o *records.CustomObject, evs []tracker.Event, now time.Time) {
-	if c.tl == nil {
+	if !c.out.Timelines() {
 		return
 	}
 	uid := string(o.UID)
-	if !c.tl.Open(uid) {
-		return
-	}
 	var prev *timeline.Write
 	cur := writeOf(o)
 	if old != nil {
@@ -51,17 +51,17 @@ func (c *Collector) timelineObject(old, o *records.CustomObject, evs []tracker.E
 		// a write through its /scale subresource.
 		cur.MaybeScale = true
 	}
-	c.tl.Add(uid, timeline.WriteEntry(prev, cur, now))
+	c.out.Add(uid, timeline.WriteEntry(prev, cur, now))
 	for _, ev := range evs {
 		if ev.Type == tracker.EpisodeOpened && ev.Episode.UID == uid {
 			for _, e := range conditionEntries(nil, o) {
 				e.Time = now
-				c.tl.Add(uid, e)
+				c.out.Add(uid, e)
 			}
 		}
 	}
 	if st, ok := c.tr.Blocking(uid, now); ok {
-		c.tl.Block(uid, string(st.Stage), st.Reason, now)
+		c.out.Block(uid, string(st.Stage), st.Reason, now)
 	}
 }
 

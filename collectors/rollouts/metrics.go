@@ -25,8 +25,9 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	return m.Register(reg, tracker.Deployment, tracker.StatefulSet, tracker.DaemonSet)
 }
 
-// observe turns tracker events into metric updates.
-func (c *Collector) observe(evs []tracker.Event) { c.m.Observe(evs, c.logger) }
+// observe turns tracker events into metric updates and queues them for
+// the episode sinks. c.mu is held.
+func (c *Collector) observe(evs []tracker.Event) { c.out.Observe(evs) }
 
 // Episodes implements collectors.EpisodeSource.
 func (c *Collector) Episodes(now time.Time) ([]tracker.Episode, []tracker.Stall) {

@@ -35,13 +35,16 @@ const Name = config.Rollouts
 
 // Collector times rollouts.
 type Collector struct {
-	cfg    *config.Config
-	logger *slog.Logger
-	now    func() time.Time
-	m      *metrics
+	cfg *config.Config
+	now func() time.Time
+	m   *metrics
 
-	mu sync.Mutex // guards tr; handlers of different informers run concurrently
-	tr *tracker.RolloutTracker
+	// mu guards tr (handlers of different informers run concurrently).
+	// It is out's lock: the episode events and the evidence queued on out
+	// under it reach the sinks and the timeline store when it is unlocked.
+	mu  sync.Locker
+	out *collectors.Outbox
+	tr  *tracker.RolloutTracker
 
 	view *view
 	// selecting holds, per workload with an open episode, the Services
@@ -52,8 +55,6 @@ type Collector struct {
 	// each slice event cost 20 records per event at 20 Deployments per
 	// namespace (BenchmarkChurnEvent/event=endpointslice).
 	selecting map[string][]string
-	// tl receives the timeline evidence; nil: none is recorded.
-	tl collectors.Evidence
 }
 
 // New returns the rollouts collector with episode metrics of its own. stall
@@ -68,7 +69,6 @@ func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, l
 	c := &Collector{
 		selecting: map[string][]string{},
 		cfg:       cfg,
-		logger:    logger.With("collector", Name),
 		now:       now,
 		m:         newMetrics(ep),
 		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
@@ -76,6 +76,8 @@ func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, l
 			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
 		}),
 	}
+	c.out = collectors.NewOutbox(ep, logger.With("collector", Name))
+	c.mu = c.out
 	ep.Feed(c)
 	return c
 }

@@ -3,6 +3,7 @@ package rollouts
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -276,5 +277,61 @@ func TestWorkloadRecreatedDuringAWatchGap(t *testing.T) {
 	h.OnUpdate(dep("a"), dep("b"))
 	if got := open(); len(got) != 1 || got[0] != "b" {
 		t.Errorf("open episodes after the relist: %v, want only the new object's [b]", got)
+	}
+}
+
+// blockingSink holds every delivery until release is closed, after closing
+// entered at the first.
+type blockingSink struct {
+	entered, release chan struct{}
+	first            func()
+}
+
+func (s blockingSink) ObserveEpisodes([]tracker.Event) {
+	s.first()
+	<-s.release
+}
+
+// A sink that does not return holds up the handler that fed it, not the
+// collector's scrape (collectors.Outbox): Episodes answers meanwhile, with
+// the episode that handler opened.
+func TestSlowSinkDoesNotHoldUpEpisodes(t *testing.T) {
+	c, _ := newCollector(t, config.Default())
+	c.view = newView(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.m.AddSink(blockingSink{entered: entered, release: release, first: sync.OnceFunc(func() { close(entered) })})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		informers.Handle(workloadHandlers[appsv1.Deployment](c)).OnAdd(&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "a", Generation: 1},
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}, false)
+	}()
+	deadline := time.After(10 * time.Second)
+	select {
+	case <-entered:
+	case <-deadline:
+		t.Fatal("the sink was never called")
+	}
+	scraped := make(chan []tracker.Episode)
+	go func() {
+		open, _ := c.Episodes(t0)
+		scraped <- open
+	}()
+	select {
+	case open := <-scraped:
+		if len(open) != 1 || open[0].UID != "a" {
+			t.Errorf("open episodes %+v, want a's", open)
+		}
+	case <-deadline:
+		t.Fatal("Episodes waited for the sink")
+	}
+	unblock()
+	select {
+	case <-handled:
+	case <-deadline:
+		t.Fatal("the handler did not return once the sink did")
 	}
 }

@@ -18,14 +18,17 @@ import (
 
 // SetTimelines makes the collector feed store with the evidence of the
 // open episodes (call before Start).
-func (c *Collector) SetTimelines(store collectors.Evidence) { c.tl = store }
+func (c *Collector) SetTimelines(store collectors.Evidence) { c.out.SetTimelines(store) }
 
 // The timeline feed records changes only, and only for workloads with an
 // open episode (the store drops the rest; Open spares building them). It
 // keeps no per-pod state: the informers hand every update with its
 // previous version, which is what a change is measured against. Entries
 // are timed on the receipt of the object that shows them (the store sorts
-// them by it).
+// them by it). They are queued on c.out under c.mu and reach the store
+// once c.mu is released. The fact handlers build theirs without c.mu and
+// take it only to queue them; they ask the store whether the episode is
+// open (c.out.Open) before, without it.
 
 // timelineWorkload records, for a workload record, the write that moved
 // its generation (the store keeps one per generation) and what holds its
@@ -36,7 +39,7 @@ func (c *Collector) SetTimelines(store collectors.Evidence) { c.tl = store }
 // the last write's managedFields stamp is not attributed (WriteEntry).
 // c.mu is held.
 func (c *Collector) timelineWorkload(old, obj any, w *tracker.Workload, evs []tracker.Event, now time.Time) {
-	if c.tl == nil {
+	if !c.out.Timelines() {
 		return
 	}
 	for _, ev := range evs {
@@ -52,7 +55,7 @@ func (c *Collector) timelineWorkload(old, obj any, w *tracker.Workload, evs []tr
 			pm, pat := records.LastWrite(o)
 			prev = &timeline.Write{Generation: o.Generation, Managers: pm, At: pat}
 		}
-		c.tl.Add(w.UID, timeline.WriteEntry(prev, cur, now))
+		c.out.Add(w.UID, timeline.WriteEntry(prev, cur, now))
 	}
 	c.block(w.UID, now)
 }
@@ -97,22 +100,24 @@ func objectMeta(obj any) *metav1.ObjectMeta {
 
 // block records what holds uid's open episode now. c.mu is held.
 func (c *Collector) block(uid string, now time.Time) {
-	if c.tl == nil {
+	if !c.out.Timelines() {
 		return
 	}
 	if st, ok := c.tr.Blocking(uid, now); ok {
-		c.tl.Block(uid, string(st.Stage), st.Reason, now)
+		c.out.Block(uid, string(st.Stage), st.Reason, now)
 	}
 }
 
+// relateDerived relates the existing ReplicaSets and Pods of workload uid
+// to its episode. c.mu is held.
 func (c *Collector) relateDerived(kind tracker.Kind, uid string) {
 	if kind == tracker.Deployment {
 		for _, rs := range informers.ByIndex[*appsv1.ReplicaSet](c.view.replicaSets, informers.IndexOwner, uid) {
-			c.tl.Relate(string(rs.UID), uid)
+			c.out.Relate(string(rs.UID), uid)
 		}
 	}
 	for _, p := range c.view.podsOf(kind, uid) {
-		c.tl.Relate(string(p.UID), uid)
+		c.out.Relate(string(p.UID), uid)
 	}
 }
 
@@ -122,9 +127,9 @@ func (c *Collector) relateDerived(kind tracker.Kind, uid string) {
 // fact handlers call it before they re-evaluate the episodes, so that the
 // evidence that completes an episode is recorded before the episode closes
 // (a handler of its own ran after and found it closed: the last endpoint
-// entries were lost).
+// entries were lost). c.mu is not held.
 func (c *Collector) timelineFact(old, obj any, at time.Time) {
-	if c.tl == nil {
+	if !c.out.Timelines() {
 		return
 	}
 	switch o := obj.(type) {
@@ -136,11 +141,13 @@ func (c *Collector) timelineFact(old, obj any, at time.Time) {
 			return // only its creation is news
 		}
 		owner := ownerUID(o)
-		if owner == "" || !c.tl.Open(owner) {
+		if owner == "" || !c.out.Open(owner) {
 			return
 		}
 		created := o.CreationTimestamp.Time
-		c.tl.Add(owner, timeline.Entry{Time: at, APITime: &created, Type: timeline.EntryObject,
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.out.Add(owner, timeline.Entry{Time: at, APITime: &created, Type: timeline.EntryObject,
 			Object: refOf("ReplicaSet", &o.ObjectMeta), Reason: "created"})
 	case *discoveryv1.EndpointSlice:
 		prev, _ := old.(*discoveryv1.EndpointSlice)
@@ -149,9 +156,9 @@ func (c *Collector) timelineFact(old, obj any, at time.Time) {
 }
 
 // timelineGone records the deletion of a pod, ReplicaSet or slice, learned
-// at `at`.
+// at `at`. c.mu is not held.
 func (c *Collector) timelineGone(obj any, at time.Time) {
-	if c.tl == nil {
+	if !c.out.Timelines() {
 		return
 	}
 	switch o := obj.(type) {
@@ -170,23 +177,32 @@ func refOf(kind string, m *metav1.ObjectMeta) *timeline.ObjectRef {
 
 func (c *Collector) onPodTimeline(old, p *informers.Pod, at time.Time) {
 	uid := c.view.workloadOf(p)
-	if uid == "" || !c.tl.Open(uid) {
+	if uid == "" || !c.out.Open(uid) {
+		return
+	}
+	entries := podEntries(old, p, c.view.nodeReady)
+	if len(entries) == 0 {
 		return
 	}
 	ref := refOf("Pod", &p.ObjectMeta)
-	for _, e := range podEntries(old, p, c.view.nodeReady) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range entries {
 		e.Time, e.Object = at, ref
-		c.tl.Add(uid, e)
+		c.out.Add(uid, e)
 	}
 }
 
 // onDerivedGone records the deletion of a Pod or ReplicaSet of workload
-// uid, dated on the API side by the delete request.
+// uid, dated on the API side by the delete request. c.mu is not held.
 func (c *Collector) onDerivedGone(kind, uid string, at time.Time, m *metav1.ObjectMeta) {
+	open := uid != "" && c.out.Open(uid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	// Its relation is kept for what follows the deletion (the endpoint's
 	// removal), within the store's bound on deleted objects.
-	defer c.tl.Gone(string(m.UID))
-	if uid == "" || !c.tl.Open(uid) {
+	defer c.out.Gone(string(m.UID))
+	if !open {
 		return
 	}
 	e := timeline.Entry{Time: at, Type: timeline.EntryObject, Object: refOf(kind, m), Reason: "deleted"}
@@ -202,7 +218,7 @@ func (c *Collector) onDerivedGone(kind, uid string, at time.Time, m *metav1.Obje
 		}
 		e.APITime = &t
 	}
-	c.tl.Add(uid, e)
+	c.out.Add(uid, e)
 }
 
 // podEntries are the timeline entries of a pod's change from old (nil: it
@@ -275,8 +291,10 @@ func (c *Collector) onSliceTimeline(old, cur *discoveryv1.EndpointSlice, at time
 		apiTime = &t
 	}
 	service := s.Labels[discoveryv1.LabelServiceName]
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, ch := range changes {
-		c.tl.AddRelated(ch.uid, timeline.Entry{Time: at, APITime: apiTime, Type: timeline.EntryEndpoint,
+		c.out.AddRelated(ch.uid, timeline.Entry{Time: at, APITime: apiTime, Type: timeline.EntryEndpoint,
 			Object: &timeline.ObjectRef{Kind: "Pod", Namespace: s.Namespace, Name: ch.name, UID: ch.uid},
 			Reason: ch.state, Message: service})
 	}
@@ -337,9 +355,10 @@ func endpointChanges(old, cur *discoveryv1.EndpointSlice) []endpointChange {
 }
 
 // onNodeTimeline records a node's condition changes, received at `at`, in
-// the episodes with a pod on it. c.mu is not held.
+// the episodes with a pod on it. c.mu is not held: the episodes' pods are
+// looked up without it.
 func (c *Collector) onNodeTimeline(old, n *corev1.Node, at time.Time) {
-	if c.tl == nil {
+	if !c.out.Timelines() {
 		return
 	}
 	entries := nodeEntries(old, n, at)
@@ -349,14 +368,23 @@ func (c *Collector) onNodeTimeline(old, n *corev1.Node, at time.Time) {
 	c.mu.Lock()
 	open := c.tr.Open()
 	c.mu.Unlock()
+	var on []string // the episodes with a pod on n
 	for _, ep := range open {
 		for _, p := range c.view.podsOf(ep.Kind, ep.UID) {
 			if p.Spec.NodeName == n.Name {
-				for _, e := range entries {
-					c.tl.Add(ep.UID, e)
-				}
+				on = append(on, ep.UID)
 				break
 			}
+		}
+	}
+	if len(on) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, uid := range on {
+		for _, e := range entries {
+			c.out.Add(uid, e)
 		}
 	}
 }

@@ -57,7 +57,9 @@ type Config struct {
 // Config.MaxBytes. It is safe for concurrent use; every method takes only
 // the store's own lock, holds it for the map look-ups and appends of one
 // call (never while copying entries out or encoding them: readers take a
-// snapshot, see Select) and never calls out.
+// snapshot, see Select) and never calls out. The collectors that write to
+// it do so outside their own locks (collectors.Outbox), so a write waiting
+// for this lock holds up no scrape.
 //
 // Entries reach an episode three ways: the tracker's events
 // (ObserveEpisodes: stages, stall, close), Add for the workload's own

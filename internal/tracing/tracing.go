@@ -4,11 +4,12 @@
 // to the stall), one child span per stage reached, on the exporter's receive
 // times, with the k8s.* semantic-convention attributes.
 //
-// The Tracer is a collectors.EpisodeSink. Sinks run under the feeding
-// collector's lock, so ObserveEpisodes only updates the tracer's own state
-// and hands finished span plans to a bounded queue; Run turns them into SDK
-// spans (reading Warning Events from the timeline store, outside any
-// collector lock) and the SDK's BatchSpanProcessor exports them. Neither
+// The Tracer is a collectors.EpisodeSink. Sinks run on the feeding
+// collector's handler goroutines (after its lock is released, but its next
+// events wait for them), so ObserveEpisodes only updates the tracer's own
+// state and hands finished span plans to a bounded queue; Run turns them
+// into SDK spans (reading Warning Events from the timeline store, on its
+// own goroutine) and the SDK's BatchSpanProcessor exports them. Neither
 // queue ever blocks: when the endpoint is unreachable, spans are dropped and
 // one log line a minute says so.
 //
@@ -250,8 +251,9 @@ func (t *Tracer) ExemplarTraceID(uid string, generation int64) string {
 	return tid.String()
 }
 
-// ObserveEpisodes implements collectors.EpisodeSink. It runs under the
-// feeding collector's lock: it takes only t.mu and never waits.
+// ObserveEpisodes implements collectors.EpisodeSink. The feeding
+// collector's handler waits for it (outside the collector's lock): it
+// takes only t.mu and never waits.
 func (t *Tracer) ObserveEpisodes(evs []tracker.Event) {
 	var plans []exportPlan
 	t.mu.Lock()
