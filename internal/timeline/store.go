@@ -932,35 +932,40 @@ func (s *Store) Select(q Query, now time.Time) Selection {
 			}
 		}
 	}
-	rs := make([]*record, 0, len(candidates))
-	for _, r := range candidates {
-		if q.matches(r) {
-			rs = append(rs, r)
-		}
+	// Sorted on keys computed once per episode: the comparisons of a
+	// full store's default list are then integer ones.
+	type ranked struct {
+		r      *record
+		k1, k2 int64
 	}
 	byOpening := q.Name != "" && q.Sort != SortStart && q.Sort != SortDuration
-	switch {
-	case byOpening:
-		// One object's episodes, in the order they opened, newest first:
-		// the order of its pages.
-		slices.SortFunc(rs, func(a, b *record) int { return cmp.Compare(b.seq, a.seq) })
-	case q.Sort == SortStart:
-		slices.SortFunc(rs, func(a, b *record) int {
-			if newer(a, b) {
-				return -1
-			}
-			return 1
-		})
-	default:
-		slices.SortFunc(rs, func(a, b *record) int {
-			if c := cmp.Compare(b.duration(now), a.duration(now)); c != 0 {
-				return c
-			}
-			if newer(a, b) {
-				return -1
-			}
-			return 1
-		})
+	rk := make([]ranked, 0, len(candidates))
+	for _, r := range candidates {
+		if !q.matches(r) {
+			continue
+		}
+		x := ranked{r: r}
+		switch {
+		case byOpening: // one object's episodes as they opened, newest first: its pages' order
+		case q.Sort == SortStart:
+			x.k1 = -r.ep.Start.UnixNano()
+		default: // longest first, then newest
+			x.k1, x.k2 = -int64(r.duration(now)), -r.ep.Start.UnixNano()
+		}
+		rk = append(rk, x)
+	}
+	slices.SortFunc(rk, func(a, b ranked) int {
+		if c := cmp.Compare(a.k1, b.k1); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.k2, b.k2); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.r.seq, a.r.seq)
+	})
+	rs := make([]*record, len(rk))
+	for i := range rk {
+		rs[i] = rk[i].r
 	}
 	sel := &selection{total: len(rs)}
 	if q.Limit > 0 && len(rs) > q.Limit {
@@ -985,13 +990,6 @@ func (s *Store) List(q Query, now time.Time) []Episode {
 // first (a recreated object's episodes follow the newer object's).
 func (s *Store) Object(kind, namespace, name string, now time.Time) []Episode {
 	return All(s.Select(Query{Kind: kind, Namespace: namespace, Name: name}, now))
-}
-
-func newer(a, b *record) bool {
-	if !a.ep.Start.Equal(b.ep.Start) {
-		return a.ep.Start.After(b.ep.Start)
-	}
-	return a.seq > b.seq
 }
 
 func (q *Query) matches(r *record) bool {
