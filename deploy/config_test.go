@@ -356,6 +356,7 @@ func TestExampleOverlayConfigRuns(t *testing.T) {
 	if port, err = sandbox.FreePort(); err != nil {
 		t.Fatal(err)
 	}
+	mainAddr := "127.0.0.1:" + strconv.Itoa(port)
 	var d appsv1.Deployment
 	decode(t, only(t, objs, "Deployment"), &d)
 	var args []string
@@ -380,7 +381,9 @@ func TestExampleOverlayConfigRuns(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		var last string
 		for {
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+probe+"/readyz", nil)
+			// The main listener's /readyz names each resource's state; the
+			// probe listener's says the verdict only.
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+mainAddr+"/readyz", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
