@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, apiError{Error: perr.Error(), Parameter: perr.Parameter, Accepted: perr.Accepted})
 		return
 	}
-	writeItems(w, h.src.Select(q, now), "")
+	writeItems(r.Context(), w, h.src.Select(q, now), "")
 }
 
 // object answers one object's episodes, newest first, a page at a time:
@@ -57,7 +58,7 @@ func (h *handler) object(w http.ResponseWriter, r *http.Request) {
 		next = h.prefix + APIPath + objectPath(q.Kind, q.Namespace, q.Name) + "?" + nextQuery(q.Limit, c)
 		w.Header().Set("Link", "<"+next+`>; rel="next"`)
 	}
-	writeItems(w, sel, next)
+	writeItems(r.Context(), w, sel, next)
 }
 
 // nextQuery is the query of the page after the one cut at cursor c.
@@ -112,18 +113,36 @@ func writeError(w http.ResponseWriter, code int, e apiError) {
 	writeJSON(w, code, e)
 }
 
-// writeItems answers {"items": [...]} (encode.go), with "next" when it is
-// set, copying and encoding an episode at a time from the selection's
-// snapshot through one 64 KiB buffer: a full answer of 1000 episodes of
-// 200 entries is 50 MB, which is never held.
 // encoders bounds the episodes copied and encoded at once, by every answer
-// together, to one less than the cores Go runs on (at least one): however
-// many clients read timelines, a core is left for the scrapes and the
-// informers' handlers (BenchmarkMetricsWithAPIClients). An episode is a
-// few hundred microseconds of work, so answers interleave finely.
+// of the API and the page together, to one less than the cores Go runs on
+// (at least one): however many clients read timelines, a core is left for
+// the scrapes and the informers' handlers (BenchmarkMetricsWithAPIClients).
+// An episode is a few hundred microseconds of work, so answers interleave
+// finely.
 var encoders = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 
-func writeItems(w http.ResponseWriter, sel timeline.Selection, next string) {
+// withEncoder runs f, the copying (and encoding or rendering) of one
+// episode, holding an encoders token. It waits for the token only as long
+// as ctx, the request's, lasts: a client gone gets ctx's error and nothing
+// more. The token is released however f ends: with GOMAXPROCS 2 there is
+// one, and a panic that kept it would hang every later answer.
+func withEncoder(ctx context.Context, f func()) error {
+	select {
+	case encoders <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-encoders }()
+	f()
+	return nil
+}
+
+// writeItems answers {"items": [...]} (encode.go), with "next" when it is
+// set, copying and encoding an episode at a time from the selection's
+// snapshot through one 64 KiB buffer (withEncoder): a full answer of 1000
+// episodes of 200 entries is 50 MB, which is never held. It stops, the
+// answer cut, once ctx is done while it waits.
+func writeItems(ctx context.Context, w http.ResponseWriter, sel timeline.Selection, next string) {
 	setJSONHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	b := append(make([]byte, 0, 64<<10), `{"items":[`...)
@@ -131,11 +150,14 @@ func writeItems(w http.ResponseWriter, sel timeline.Selection, next string) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		encoders <- struct{}{}
-		ep := sel.Episode(i)
-		normalize(&ep)
-		b = appendEpisode(b, &ep)
-		<-encoders
+		err := withEncoder(ctx, func() {
+			ep := sel.Episode(i)
+			normalize(&ep)
+			b = appendEpisode(b, &ep)
+		})
+		if err != nil {
+			return // the client went away
+		}
 		if len(b) >= 32<<10 {
 			if _, err := w.Write(b); err != nil {
 				return // the client went away

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"net/http/httptest"
@@ -70,7 +71,7 @@ func normalized(eps []timeline.Episode) []timeline.Episode {
 // encodeItems is the answer writeItems writes.
 func encodeItems(eps []timeline.Episode) []byte {
 	rec := httptest.NewRecorder()
-	writeItems(rec, timeline.Literal(eps), "")
+	writeItems(context.Background(), rec, timeline.Literal(eps), "")
 	return rec.Body.Bytes()
 }
 

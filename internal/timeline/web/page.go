@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -115,9 +116,13 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 		if q.UID == "" {
 			title = "Episode of trace " + q.TraceID
 		}
+		eps, err := h.views(r.Context(), h.src.Select(q, now), true)
+		if err != nil {
+			return // the client went away
+		}
 		d.Sections = append(d.Sections, section{
 			ID: "matching", Title: title, Empty: "No retained episode matches.",
-			Episodes: h.views(h.src.Select(q, now), true),
+			Episodes: eps,
 		})
 		h.render(w, http.StatusOK, d)
 		return
@@ -125,9 +130,13 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 	if q.State == "" || q.State == timeline.StateStalled {
 		stalled := q
 		stalled.State = timeline.StateStalled
+		eps, err := h.views(r.Context(), h.src.Select(stalled, now), false)
+		if err != nil {
+			return // the client went away
+		}
 		d.Sections = append(d.Sections, section{
 			ID: "stalled", Title: "Stalled, longest first", Empty: "No stalled episode.",
-			Episodes: h.views(h.src.Select(stalled, now), false),
+			Episodes: eps,
 		})
 	}
 	if q.State != timeline.StateStalled {
@@ -137,7 +146,11 @@ func (h *handler) listPage(w http.ResponseWriter, r *http.Request) {
 			if q.State == "" || q.State == state {
 				one := q
 				one.State = state
-				eps = append(eps, h.views(h.src.Select(one, now), false)...)
+				vs, err := h.views(r.Context(), h.src.Select(one, now), false)
+				if err != nil {
+					return // the client went away
+				}
+				eps = append(eps, vs...)
 			}
 		}
 		slices.SortStableFunc(eps, func(a, b episodeView) int { return cmp.Compare(b.DurationSeconds, a.DurationSeconds) })
@@ -175,7 +188,11 @@ func (h *handler) objectPage(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusNotFound, d)
 		return
 	}
-	o.Episodes, o.Shown, o.Total = h.views(sel, true), sel.Len(), sel.Total()
+	eps, err := h.views(r.Context(), sel, true)
+	if err != nil {
+		return // the client went away
+	}
+	o.Episodes, o.Shown, o.Total = eps, sel.Len(), sel.Total()
 	if c := sel.Next(); c != 0 {
 		o.Next = h.prefix + PagePath + path + "?" + nextQuery(q.Limit, c)
 	}
@@ -227,41 +244,50 @@ func (h *handler) filters(v url.Values) *filters {
 	return f
 }
 
-// views are the selection's episodes, with their entries or not.
-func (h *handler) views(sel timeline.Selection, entries bool) []episodeView {
+// views are the selection's episodes, with their entries or not, each
+// copied holding an encoders token as the API's are (withEncoder); ctx's
+// error once the client is gone.
+func (h *handler) views(ctx context.Context, sel timeline.Selection, entries bool) ([]episodeView, error) {
 	out := make([]episodeView, 0, sel.Len())
 	for i := range sel.Len() {
-		var ep timeline.Episode
-		if entries {
-			ep = sel.Episode(i)
-		} else {
-			ep = sel.Header(i)
+		if err := withEncoder(ctx, func() { out = append(out, h.view(sel, i, entries)) }); err != nil {
+			return nil, err
 		}
-		v := episodeView{
-			Episode:     ep,
-			Link:        h.prefix + PagePath + objectPath(ep.Kind, ep.Namespace, ep.Name),
-			APILink:     h.prefix + APIPath + "?" + url.Values{"trace_id": {ep.TraceID}}.Encode(),
-			Waterfall:   newWaterfall(ep),
-			ShowEntries: entries,
-		}
-		if ep.Namespace != "" {
-			v.NamespaceLink = h.prefix + PagePath + "?" + url.Values{"namespace": {ep.Namespace}}.Encode()
-		}
-		if entries {
-			for _, e := range ep.Entries {
-				ev := entryView{Entry: e, Offset: fmt.Sprintf("%+.3f s", e.Time.Sub(ep.Start).Seconds())}
-				if e.Object != nil {
-					ev.Object = e.Object.Kind + " " + objectName(e.Object.Namespace, e.Object.Name)
-				}
-				if e.APITime != nil {
-					ev.APITime = e.APITime.UTC().Format(apiTimeLayout)
-				}
-				v.Entries = append(v.Entries, ev)
-			}
-		}
-		out = append(out, v)
 	}
-	return out
+	return out, nil
+}
+
+// view is the i-th episode of sel, with its entries or not.
+func (h *handler) view(sel timeline.Selection, i int, entries bool) episodeView {
+	var ep timeline.Episode
+	if entries {
+		ep = sel.Episode(i)
+	} else {
+		ep = sel.Header(i)
+	}
+	v := episodeView{
+		Episode:     ep,
+		Link:        h.prefix + PagePath + objectPath(ep.Kind, ep.Namespace, ep.Name),
+		APILink:     h.prefix + APIPath + "?" + url.Values{"trace_id": {ep.TraceID}}.Encode(),
+		Waterfall:   newWaterfall(ep),
+		ShowEntries: entries,
+	}
+	if ep.Namespace != "" {
+		v.NamespaceLink = h.prefix + PagePath + "?" + url.Values{"namespace": {ep.Namespace}}.Encode()
+	}
+	if entries {
+		for _, e := range ep.Entries {
+			ev := entryView{Entry: e, Offset: fmt.Sprintf("%+.3f s", e.Time.Sub(ep.Start).Seconds())}
+			if e.Object != nil {
+				ev.Object = e.Object.Kind + " " + objectName(e.Object.Namespace, e.Object.Name)
+			}
+			if e.APITime != nil {
+				ev.APITime = e.APITime.UTC().Format(apiTimeLayout)
+			}
+			v.Entries = append(v.Entries, ev)
+		}
+	}
+	return v
 }
 
 // objectPath is /{kind}/{namespace}/{name}, escaped.
