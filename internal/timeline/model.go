@@ -234,7 +234,8 @@ type Source interface {
 type Selection interface {
 	// Len is how many episodes were selected (at most Query.Limit).
 	Len() int
-	// Total is how many matched before Query.Limit cut them.
+	// Total is how many matched before Query.Limit cut them; Query.Before
+	// applies first, so a later page's counts those from it on.
 	Total() int
 	// Episode returns the i-th episode with its entries, a copy.
 	Episode(i int) Episode

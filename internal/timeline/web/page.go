@@ -193,6 +193,14 @@ func (h *handler) objectPage(w http.ResponseWriter, r *http.Request) {
 		return // the client went away
 	}
 	o.Episodes, o.Shown, o.Total = eps, sel.Len(), sel.Total()
+	if q.Before != 0 {
+		// Past the first page, Total counts the episodes from this page on
+		// (Query.Before applies before it): the page says how many the
+		// object has, as its first page does. Limit 1: one snapshot taken.
+		all := q
+		all.Before, all.Limit = 0, 1
+		o.Total = h.src.Select(all, now).Total()
+	}
 	if c := sel.Next(); c != 0 {
 		o.Next = h.prefix + PagePath + path + "?" + nextQuery(q.Limit, c)
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"html"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 // getPage GETs a page path, checks its status and headers and that it is
@@ -280,5 +282,44 @@ func TestPathPrefix(t *testing.T) {
 		if got := PathPrefix(in); got != want {
 			t.Errorf("PathPrefix(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// objectStore is a store holding n closed episodes of Deployment shop/web,
+// generations 1 to n.
+func objectStore(n int) *timeline.Store {
+	s := timeline.NewStore(timeline.Config{RetainedPerObject: n})
+	for g := range int64(n) {
+		start := t0.Add(time.Duration(g) * time.Minute)
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: "uid-web", Namespace: "shop", Name: "web",
+			Generation: g + 1, Target: g + 1, Change: tracker.ChangeTemplate, Start: start, APIStart: start}
+		s.ObserveEpisodes([]tracker.Event{
+			{Type: tracker.EpisodeOpened, Episode: ep, At: start},
+			{Type: tracker.EpisodeClosed, Episode: ep, Outcome: tracker.OutcomeSuperseded, At: start.Add(time.Second)},
+		})
+	}
+	return s
+}
+
+var nextLink = regexp.MustCompile(`href="(/timelines/[^"]*continue=[^"]*)"`)
+
+// Every page of an object counts the object's episodes, not those left
+// from that page on.
+func TestObjectPagesCountEveryEpisode(t *testing.T) {
+	mux := http.NewServeMux()
+	Register(mux, Options{Source: objectStore(25), Now: func() time.Time { return t0.Add(time.Hour) }})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	body := getPage(t, srv, PagePath+"/deploy/shop/web", http.StatusOK)
+	if !strings.Contains(body, "20 of 25 on this page") {
+		t.Errorf("page 1 does not say 20 of 25:\n%s", body)
+	}
+	m := nextLink.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("page 1 has no next link:\n%s", body)
+	}
+	body = getPage(t, srv, html.UnescapeString(m[1]), http.StatusOK)
+	if !strings.Contains(body, "newest first: 5 of 25.") {
+		t.Errorf("page 2 does not say 5 of 25:\n%s", body)
 	}
 }
