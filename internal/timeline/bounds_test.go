@@ -301,3 +301,21 @@ func TestStoreBytesBoundsTheHeap(t *testing.T) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// An object recreated while its episode was open has two episodes of its
+// name: the older one, closing last, is the object's newest closed and
+// stays; RetainedPerObject evicts the other.
+func TestStoreCloseKeepsTheEpisodeItCloses(t *testing.T) {
+	s := NewStore(Config{RetainedPerObject: 1})
+	old, recreated := deploy("old", 1, 0), deploy("new", 1, time.Second)
+	recreated.Name = old.Name
+	s.ObserveEpisodes([]tracker.Event{opened(old), opened(recreated), closedAt(recreated, tracker.OutcomeConverged, 2*time.Second)})
+	s.ObserveEpisodes([]tracker.Event{closedAt(old, tracker.OutcomeDeleted, 3*time.Second)})
+	got := s.Object("Deployment", "shop", old.Name, at(time.Hour))
+	if len(got) != 1 || got[0].UID != "old" || got[0].Outcome != string(tracker.OutcomeDeleted) {
+		t.Errorf("the object keeps %q, want the episode just closed, old/1", uids(got))
+	}
+	if _, ev := s.Stats(); ev != 1 {
+		t.Errorf("evicted %d, want 1", ev)
+	}
+}

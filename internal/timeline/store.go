@@ -318,7 +318,9 @@ func (s *Store) close(r *record, outcome string, at time.Time) {
 	s.bytes.Add(r.bytes - old)
 	s.closed = append(s.closed, r)
 	s.closedLive++
-	// One object's own oldest closed go first.
+	// One object's own oldest closed go first, never r: the list is in
+	// the order they opened, and r may have opened before an episode of
+	// the same name that closed already (the object was recreated).
 	var ofObject int
 	rs := s.byName[r.key()]
 	for _, x := range rs {
@@ -330,7 +332,7 @@ func (s *Store) close(r *record, outcome string, at time.Time) {
 		if ofObject <= s.cfg.RetainedPerObject {
 			break
 		}
-		if !x.open {
+		if !x.open && x != r {
 			s.evict(x)
 			ofObject--
 		}
