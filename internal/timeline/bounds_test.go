@@ -319,3 +319,72 @@ func TestStoreCloseKeepsTheEpisodeItCloses(t *testing.T) {
 		t.Errorf("evicted %d, want 1", ev)
 	}
 }
+
+// checkCounted checks that every object reference the store keeps is
+// counted: by its entry, or by a kept entry before it that holds it (an
+// entry flagged sharedObj counts nothing for it), and that Bytes is what
+// the retained records count, each recounted from what it keeps.
+func checkCounted(t *testing.T, s *Store, when string) {
+	t.Helper()
+	var sum int64
+	for _, rs := range s.byUID {
+		for _, r := range rs {
+			var kept []entry
+			kept = append(kept, r.head...)
+			skip := r.tailLen - r.tailShown
+			for _, c := range r.tail {
+				kept = append(kept, c...)
+			}
+			n := recordSize(r) + entriesSize(r.head) + int64(len(s.relatedOf[r.ep.UID]))*relationSize
+			for _, c := range r.tail {
+				n += entriesSize(c)
+			}
+			if r.bytes != n {
+				t.Errorf("%s: %s counts %d bytes, its records and entries %d", when, r.ep.UID, r.bytes, n)
+			}
+			sum += r.bytes
+			for i, e := range kept {
+				if e.flags&sharedObj == 0 || e.obj == nil {
+					continue
+				}
+				if !slices.ContainsFunc(kept[:i], func(x entry) bool { return x.obj == e.obj }) {
+					t.Errorf("%s: %s: entry %d (of %d kept, %d not shown) shares an object no entry before it counts", when, r.ep.UID, i, len(kept), skip)
+				}
+			}
+		}
+	}
+	if s.Bytes() != sum {
+		t.Errorf("%s: Bytes = %d, the records count %d", when, s.Bytes(), sum)
+	}
+}
+
+// An entry sharing its object reference with an earlier one counts it
+// again once that one is gone: its tail chunk dropped, not shown at the
+// close, cut by a trim.
+func TestStoreCountsSharedObjectsOnceTheirHolderIsGone(t *testing.T) {
+	// Head 3, tail 3: chunks of 3, the oldest dropped as entries come.
+	s := NewStore(Config{MaxEntries: 6})
+	ep := deploy("u", 1, 0)
+	s.ObserveEpisodes([]tracker.Event{opened(ep)})
+	pod := func(j int) *ObjectRef {
+		return &ObjectRef{Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("web-7d9f8c6b5-%05d", j/5), UID: fmt.Sprintf("pod-%d", j/5)}
+	}
+	for j := range 40 {
+		s.Add("u", Entry{Time: at(time.Duration(j) * time.Millisecond), Type: EntryEvent, Object: pod(j), Reason: "BackOff"})
+		checkCounted(t, s, fmt.Sprintf("open, entry %d", j))
+	}
+	s.ObserveEpisodes([]tracker.Event{closedAt(ep, tracker.OutcomeConverged, time.Second)})
+	checkCounted(t, s, "closed")
+
+	// Trimmed: its entries cut to the first and the last, each one added
+	// then replacing the last.
+	s = NewStore(Config{MaxBytes: 1})
+	s.ObserveEpisodes([]tracker.Event{opened(ep)})
+	for j := range 20 {
+		s.Add("u", Entry{Time: at(time.Duration(j) * time.Millisecond), Type: EntryEvent, Object: pod(j), Reason: "BackOff"})
+		checkCounted(t, s, fmt.Sprintf("trimmed, entry %d", j))
+	}
+	if s.Trimmed() == 0 {
+		t.Fatal("never trimmed")
+	}
+}

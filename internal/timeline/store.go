@@ -307,15 +307,13 @@ func (s *Store) close(r *record, outcome string, at time.Time) {
 	delete(s.gone, r.ep.UID)
 	// Retained closed episodes are the bulk of the store: no spare room,
 	// and none of the entries no longer shown.
-	old := r.bytes
 	r.head = slices.Clip(slices.Clone(r.head))
 	if tail := r.shownTail(); len(tail) > 0 {
 		r.tail, r.tailLen = [][]entry{tail}, len(tail)
 	} else {
 		r.tail, r.tailLen = nil, 0
 	}
-	r.bytes = recordSize(r) + entriesSize(r.head) + entriesSize(tailOf(r.tail))
-	s.bytes.Add(r.bytes - old)
+	s.recount(r)
 	s.closed = append(s.closed, r)
 	s.closedLive++
 	// One object's own oldest closed go first, never r: the list is in
@@ -341,14 +339,6 @@ func (s *Store) close(r *record, outcome string, at time.Time) {
 		s.evictOldest()
 	}
 	s.fit()
-}
-
-// tailOf is the one chunk of a closed episode's tail.
-func tailOf(tail [][]entry) []entry {
-	if len(tail) == 0 {
-		return nil
-	}
-	return tail[0]
 }
 
 // shownTail is a new slice of the tail entries shown (the last tailMax).
@@ -496,12 +486,89 @@ func (s *Store) trim(r *record) {
 		r.tail, r.tailLen, r.tailShown = [][]entry{kept[1:]}, 1, 1
 	}
 	r.headMax, r.tailMax = 1, 1
+	s.recount(r)
+}
+
+// recount counts r anew once close or trim made its entries new slices,
+// which no snapshot holds yet: an entry whose object reference was shared
+// with an entry no longer kept (not shown, cut) counts it itself again.
+func (s *Store) recount(r *record) {
 	old := r.bytes
-	for i := range kept {
-		kept[i].flags &^= sharedObj // the entry it shared with may be gone
+	for i := range r.head {
+		r.unshareOrphan(-1, i, &r.head[i])
 	}
-	r.bytes = recordSize(r) + int64(len(s.relatedOf[r.ep.UID]))*relationSize + entriesSize(r.head) + entriesSize(tailOf(r.tail))
+	for ci, c := range r.tail {
+		for i := range c {
+			r.unshareOrphan(ci, i, &c[i])
+		}
+	}
+	r.bytes = recordSize(r) + int64(len(s.relatedOf[r.ep.UID]))*relationSize + entriesSize(r.head)
+	for _, c := range r.tail {
+		r.bytes += entriesSize(c)
+	}
 	s.bytes.Add(r.bytes - old)
+}
+
+// unshareOrphan clears the sharedObj flag of e, the i-th entry of the
+// tail's chunk ci (-1: of the head), when no entry kept before it holds
+// its object reference any longer.
+func (r *record) unshareOrphan(ci, i int, e *entry) {
+	if e.flags&sharedObj != 0 && !r.heldBefore(ci, i, e.obj) {
+		e.flags &^= sharedObj
+	}
+}
+
+// heldBefore reports whether an entry kept before the i-th of the tail's
+// chunk ci (-1: of the head) holds o, looking from the nearest back: a
+// shared reference is within sameObjectWithin entries of the entry that
+// holds it too, or of one before it that does.
+func (r *record) heldBefore(ci, i int, o *ObjectRef) bool {
+	for ; ci >= 0; ci-- {
+		for j := i - 1; j >= 0; j-- {
+			if r.tail[ci][j].obj == o {
+				return true
+			}
+		}
+		if ci > 0 {
+			i = len(r.tail[ci-1])
+		} else {
+			i = len(r.head)
+		}
+	}
+	for j := i - 1; j >= 0; j-- {
+		if r.head[j].obj == o {
+			return true
+		}
+	}
+	return false
+}
+
+// countOrphans makes the entries of r's tail that shared their object
+// reference with an entry of the chunks just dropped count it again. Only
+// the first sameObjectWithin kept could have (every later one shares
+// within them). Their chunks may be in a snapshot, whose entries are
+// never modified: a chunk with such an entry is replaced by a copy.
+func (s *Store) countOrphans(r *record) {
+	n := 0
+	for ci := 0; ci < len(r.tail) && n < sameObjectWithin; ci++ {
+		c := r.tail[ci]
+		var fixed []entry
+		for i := 0; i < len(c) && n < sameObjectWithin; i, n = i+1, n+1 {
+			e := c[i]
+			if e.flags&sharedObj == 0 || r.heldBefore(ci, i, e.obj) {
+				continue
+			}
+			if fixed == nil {
+				fixed = make([]entry, len(c), cap(c))
+				copy(fixed, c)
+				r.tail[ci] = fixed
+			}
+			fixed[i].flags &^= sharedObj
+		}
+		if fixed != nil {
+			s.grow(r, entriesSize(fixed)-entriesSize(c))
+		}
+	}
 }
 
 // recordSize is what the store counts for an episode without its entries:
@@ -731,12 +798,17 @@ func (s *Store) add(r *record, ev Entry) {
 	}
 	// Chunks wholly before the entries shown go (a snapshot in flight
 	// keeps what it took).
+	dropped := false
 	for len(r.tail) > 1 && r.tailLen-len(r.tail[0]) >= r.tailShown {
 		c := r.tail[0]
 		r.tailLen -= len(c)
 		r.tail[0] = nil
 		r.tail = r.tail[1:]
 		s.grow(r, -entriesSize(c))
+		dropped = true
+	}
+	if dropped {
+		s.countOrphans(r)
 	}
 	s.fit()
 }
