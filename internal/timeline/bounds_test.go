@@ -388,3 +388,26 @@ func TestStoreCountsSharedObjectsOnceTheirHolderIsGone(t *testing.T) {
 		t.Fatal("never trimmed")
 	}
 }
+
+// Starts that Unix nanoseconds cannot hold (a zero Start, years before
+// 1678 or after 2262, for which UnixNano is undefined) sort as the
+// earliest or the latest there is, not where an overflow puts them.
+func TestStoreSortsStartsOutOfUnixNanoRange(t *testing.T) {
+	s := NewStore(Config{})
+	for _, ep := range []tracker.Episode{deploy("zero", 1, 0), deploy("now", 1, 0), deploy("y1600", 1, 0), deploy("y3000", 1, 0)} {
+		switch ep.UID {
+		case "zero":
+			ep.Start = time.Time{}
+		case "y1600":
+			ep.Start = time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)
+		case "y3000":
+			ep.Start = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		s.ObserveEpisodes([]tracker.Event{opened(ep)})
+	}
+	// Clamped alike, y1600 and zero come newest opened first.
+	want := []string{"y3000/1", "now/1", "y1600/1", "zero/1"}
+	if got := uids(s.List(Query{Sort: SortStart}, at(time.Hour))); !slices.Equal(got, want) {
+		t.Errorf("by start: %v, want %v", got, want)
+	}
+}

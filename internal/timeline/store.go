@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -1022,9 +1023,9 @@ func (s *Store) Select(q Query, now time.Time) Selection {
 		switch {
 		case byOpening: // one object's episodes as they opened, newest first: its pages' order
 		case q.Sort == SortStart:
-			x.k1 = -r.ep.Start.UnixNano()
+			x.k1 = -startKey(r.ep.Start)
 		default: // longest first, then newest
-			x.k1, x.k2 = -int64(r.duration(now)), -r.ep.Start.UnixNano()
+			x.k1, x.k2 = -int64(r.duration(now)), -startKey(r.ep.Start)
 		}
 		rk = append(rk, x)
 	}
@@ -1053,6 +1054,26 @@ func (s *Store) Select(q Query, now time.Time) Selection {
 		sel.snaps[i] = r.snapshot(now)
 	}
 	return sel
+}
+
+// Unix nanoseconds hold the times from 1677-09-21 to 2262-04-11; UnixNano
+// is undefined outside (a zero time overflows).
+var (
+	minUnixNano = time.Unix(0, math.MinInt64)
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+)
+
+// startKey is t as Unix nanoseconds for sorting, clamped to ±MaxInt64
+// (negated without overflow): a zero Start, or one out of that range,
+// sorts as the earliest or the latest.
+func startKey(t time.Time) int64 {
+	switch {
+	case t.Before(minUnixNano):
+		return -math.MaxInt64
+	case t.After(maxUnixNano):
+		return math.MaxInt64
+	}
+	return max(t.UnixNano(), -math.MaxInt64)
 }
 
 // List implements Source: Select's episodes, every one copied.
