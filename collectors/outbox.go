@@ -127,7 +127,11 @@ func (o *Outbox) flush() {
 	defer o.deliver.Unlock()
 	o.mu.Lock()
 	ops := o.ops
-	o.ops = o.spare
+	// The spare array is the queue's now: spare lets go of it before the
+	// batch goes out, or a send that panics would leave it the spare too,
+	// and the next flush would send a batch out of the very array the
+	// queue fills while it goes out.
+	o.ops, o.spare = o.spare, nil
 	o.mu.Unlock()
 	o.send(ops)
 	clear(ops) // nothing pinned: entries, events

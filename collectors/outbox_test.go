@@ -235,3 +235,61 @@ func TestOutboxKeepsTheOrder(t *testing.T) {
 		}
 	}
 }
+
+// hookedStore is a recordingStore that calls hook first on every Add.
+type hookedStore struct {
+	recordingStore
+	hook func(uid string, e timeline.Entry)
+}
+
+func (s hookedStore) Add(uid string, e timeline.Entry) bool {
+	s.hook(uid, e)
+	return s.recordingStore.Add(uid, e)
+}
+
+// A batch goes out in its own array, which nothing queued meanwhile
+// writes to, even after a delivery panicked half-way (the array the
+// panicking batch had swapped in for the queue was still the spare: the
+// next batch was taken out of it and the queue refilled it while it went
+// out).
+func TestOutboxBatchNotOverwrittenAfterPanic(t *testing.T) {
+	r := &record{}
+	out, _ := newOutbox(t, r)
+	var late int
+	out.SetTimelines(hookedStore{recordingStore{r}, func(uid string, e timeline.Entry) {
+		switch e.Reason {
+		case "boom":
+			panic("a store call failing")
+		case "first":
+			// Handlers queue while the batch goes out.
+			out.mu.Lock()
+			for range 3 {
+				late++
+				out.ops = append(out.ops, op{kind: opAdd, uid: "late", entry: timeline.Entry{Reason: fmt.Sprint(late)}})
+			}
+			out.mu.Unlock()
+		}
+	}})
+	section := func(uid string, reasons ...string) {
+		out.Lock()
+		for _, reason := range reasons {
+			out.Add(uid, timeline.Entry{Reason: reason})
+		}
+		out.Unlock()
+	}
+	section("a", "1", "2", "3", "4") // the spare array has room for 4
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		section("b", "boom")
+	}()
+	section("c", "first", "second", "third")
+	section("d", "last")
+	want := []string{"add a 1", "add a 2", "add a 3", "add a 4", "add c first", "add c second", "add c third", "add late 1", "add late 2", "add late 3", "add d last"}
+	if got := r.lines(); !slices.Equal(got, want) {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
+}
