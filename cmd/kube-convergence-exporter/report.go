@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/config"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
 	"github.com/kube-convergence/kube-convergence-exporter/slo"
 	"github.com/kube-convergence/kube-convergence-exporter/slo/report"
 )
@@ -103,18 +105,21 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
+		// What the API says (its warnings, its errors, the retries' causes)
+		// is the server's text: escaped as a whole (terminalText), so that
+		// no terminal control in it reaches the terminal.
 		logf := func(format string, args ...any) {
-			fmt.Fprintf(stderr, "kube-convergence-exporter: report: "+format+"\n", args...)
+			fmt.Fprintf(stderr, "kube-convergence-exporter: report: %s\n", terminalText(fmt.Sprintf(format, args...)))
 		}
 		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: source})
 		if r != nil {
 			// Before the error, too: a partial response may explain it.
 			for _, w := range r.Warnings {
-				fmt.Fprintln(stderr, "kube-convergence-exporter: report: API warning:", w)
+				logf("API warning: %s", w)
 			}
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "kube-convergence-exporter: report:", err)
+			logf("%v", err)
 			return true, reportError
 		}
 		if err := writeReport(r, *format, *out, stdout); err != nil {
@@ -146,6 +151,17 @@ func parseTime(s string) (time.Time, error) {
 		return time.Unix(sec, int64((f-float64(sec))*1e9)).Round(time.Millisecond), nil
 	}
 	return time.Time{}, errors.New("want RFC 3339 (2026-11-01T00:00:00Z) or Unix seconds")
+}
+
+// terminalText is msg for a terminal: as it is when every rune of it is
+// printable, else web.Visible(msg). An error quotes its query with %q:
+// escaping its backslashes again (Visible's \\, there so that an escape
+// it writes is never ambiguous) is only worth it once there is an escape.
+func terminalText(msg string) string {
+	if utf8.ValidString(msg) && !strings.ContainsFunc(msg, func(r rune) bool { return !web.VisibleRune(r) }) {
+		return msg
+	}
+	return web.Visible(msg)
 }
 
 // apiClient builds the API client; configFile is promtool's

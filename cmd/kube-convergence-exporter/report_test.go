@@ -207,3 +207,40 @@ func TestReportTimeout(t *testing.T) {
 		t.Errorf("exit %d after %v, stderr %q; want 1 after about 300ms with context deadline exceeded", code, time.Since(start), errs)
 	}
 }
+
+// What the Prometheus API says (its warnings, its errors) is the server's
+// text: report prints it escaped (web.Visible), so an ANSI escape in it
+// cannot recolour or rewrite the terminal.
+func TestReportEscapesAPIWarningsAndErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	warn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		typ := "vector"
+		if strings.HasSuffix(r.URL.Path, "/query_range") {
+			typ = "matrix"
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":%q,"result":[]},"warnings":["\u001b[31mred\u001b[0m"]}`, typ)
+	}))
+	t.Cleanup(warn.Close)
+	fail := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprint(w, `{"status":"error","errorType":"execution","error":"\u001b[2Jcleared"}`)
+	}))
+	t.Cleanup(fail.Close)
+	for _, c := range []struct {
+		url, want string
+		code      int
+	}{
+		{warn.URL, `API warning: shop-rollouts: \x1b[31mred\x1b[0m`, 0},
+		{fail.URL, `\x1b[2Jcleared`, 1},
+	} {
+		code, _, errs := runCLI(t, "report", "--prometheus.url", c.url, "-f", file, "--at", "1762776000")
+		if code != c.code || strings.Contains(errs, "\x1b") || !strings.Contains(errs, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d, %s and no raw ESC", c.url, code, errs, c.code, c.want)
+		}
+	}
+}
