@@ -44,7 +44,7 @@ const maxAPIBody = 64 << 20
 // addExplainCommand adds `explain` (docs/timelines.md#explain). now is the
 // clock of the "ago" of the text output.
 func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch func(cmd string, stdout, stderr io.Writer) (handled bool, exitCode int)) {
-	cmd := app.Command("explain", "Print the timeline of one object's rollouts from a running exporter's /api/v1/timelines: per retained generation, newest first, its state, the stage holding it and why, the stages and every piece of evidence (docs/timelines.md#explain). Exit 0; 1 when the exporter has no timeline of the object or cannot be reached; 2 on bad usage or an unknown kind.")
+	cmd := app.Command("explain", "Print the timeline of one object's rollouts from a running exporter's /api/v1/timelines: per retained generation, newest first (every page of the API's answer, up to 50), its state, the stage holding it and why, the stages and every piece of evidence (docs/timelines.md#explain). Exit 0; 1 when the exporter has no timeline of the object or cannot be reached; 2 on bad usage or an unknown kind.")
 	object := cmd.Arg("object", "KIND/NAME, the kind as kubectl writes it (deployment/web, deploy/web, deployments.apps/web, Deployment/web) or Kind.group for a custom resource (Certificate.cert-manager.io/web).").Required().String()
 	namespace := cmd.Flag("namespace", "Namespace of the object; empty for a cluster-scoped object.").Short('n').Default("").String()
 	exporterURL := cmd.Flag("exporter.url", "Base URL of the exporter, e.g. http://kube-convergence-exporter.kube-convergence:10329 (its --web.external-url).").Required().String()
@@ -120,24 +120,86 @@ func addExplainCommand(app *kingpin.Application, now func() time.Time) (dispatch
 		case status != http.StatusOK:
 			return fail(explainFailed, "GET %s: %s: %s", target.Redacted(), http.StatusText(status), apiError(body))
 		}
-		var list struct {
-			Items []timeline.Episode `json:"items"`
-		}
-		if err := json.Unmarshal(body, &list); err != nil {
+		items, next, err := episodesPage(body)
+		if err != nil {
 			return fail(explainFailed, "GET %s: not a timeline answer: %v", target.Redacted(), err)
 		}
-		if len(list.Items) == 0 {
+		// The API answers a page of the object's episodes at a time
+		// (web.DefaultObjectLimit) with a link to the next: follow it, up
+		// to maxExplainPages pages.
+		for pages := 1; next != ""; pages++ {
+			if pages == maxExplainPages {
+				fmt.Fprintf(stderr, "kube-convergence-exporter: explain: stopped after %d pages (%d episodes); older ones are left\n", pages, len(items))
+				break
+			}
+			ref, err := url.Parse(next)
+			if err != nil {
+				return fail(explainFailed, "GET %s: a next link that is not a URL", target.Redacted())
+			}
+			page := u.ResolveReference(ref)
+			if page.Scheme != u.Scheme || page.Host != u.Host {
+				// The client sends the exporter's credentials with every
+				// request: never to another host (see explainClient).
+				return fail(explainFailed, "GET %s: a next link to another host, %s://%s: not following", target.Redacted(), page.Scheme, page.Host)
+			}
+			status, body, err := get(ctx, client, page)
+			if err != nil {
+				return fail(explainFailed, "%v", err)
+			}
+			if status != http.StatusOK {
+				return fail(explainFailed, "GET %s: %s: %s", page.Redacted(), http.StatusText(status), apiError(body))
+			}
+			more, n, err := episodesPage(body)
+			if err != nil {
+				return fail(explainFailed, "GET %s: not a timeline answer: %v", page.Redacted(), err)
+			}
+			items, next = append(items, more...), n
+		}
+		if len(items) == 0 {
 			return fail(explainFailed, "%s has no timeline of %s in %s", target.Redacted(), *object, where)
 		}
 		if *format == explainJSON {
-			if err := writeJSON(stdout, body); err != nil {
+			// Every page's items, as the API wrote them, in one answer.
+			all := []byte(`{"items":[`)
+			for i, raw := range items {
+				if i > 0 {
+					all = append(all, ',')
+				}
+				all = append(all, raw...)
+			}
+			if err := writeJSON(stdout, append(all, "]}\n"...)); err != nil { // as the API ends its answer
 				return fail(explainFailed, "GET %s: %v", target.Redacted(), err)
 			}
 			return true, explainOK
 		}
-		web.WriteText(stdout, list.Items, now())
+		eps := make([]timeline.Episode, len(items))
+		for i, raw := range items {
+			if err := json.Unmarshal(raw, &eps[i]); err != nil {
+				return fail(explainFailed, "GET %s: not a timeline answer: %v", target.Redacted(), err)
+			}
+		}
+		web.WriteText(stdout, eps, now())
 		return true, explainOK
 	}
+}
+
+// maxExplainPages bounds the pages explain reads of one object's
+// timeline: 50 pages of web.DefaultObjectLimit episodes are 1,000, as
+// many as an exporter retains by default (--timelines.retained), against
+// a server whose next links never end.
+const maxExplainPages = 50
+
+// episodesPage reads a page of the object endpoint: its items, each as the
+// API wrote it, and its next link ("" on the last page).
+func episodesPage(body []byte) ([]json.RawMessage, string, error) {
+	var page struct {
+		Items []json.RawMessage `json:"items"`
+		Next  string            `json:"next"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, "", err
+	}
+	return page.Items, page.Next, nil
 }
 
 // explainClient builds the HTTP client; configFile is promtool's

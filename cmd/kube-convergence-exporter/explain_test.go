@@ -19,6 +19,7 @@ import (
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/timeline/web"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden file in testdata/ (go test ./cmd/kube-convergence-exporter -run TestExplainGolden -update)")
@@ -398,5 +399,50 @@ func TestExplainExitCodes(t *testing.T) {
 			t.Errorf("%v: stderr %q shows the password", c.args, errs)
 		}
 		assertTerminalSafe(t, strings.TrimSuffix(errs, "\n"))
+	}
+}
+
+// explain reads every page of the object's timeline, following the API's
+// next links: 45 retained episodes are three pages of the real handler.
+func TestExplainFollowsNextPages(t *testing.T) {
+	const n = 45
+	s := timeline.NewStore(timeline.Config{RetainedPerObject: n})
+	for g := range int64(n) {
+		start := explainNow.Add(time.Duration(g-n) * time.Minute)
+		ep := tracker.Episode{Kind: tracker.Deployment, UID: "uid-web", Namespace: "shop", Name: "web",
+			Generation: g + 1, Target: g + 1, Change: tracker.ChangeTemplate, Start: start, APIStart: start}
+		s.ObserveEpisodes([]tracker.Event{
+			{Type: tracker.EpisodeOpened, Episode: ep, At: start},
+			{Type: tracker.EpisodeClosed, Episode: ep, Outcome: tracker.OutcomeSuperseded, At: start.Add(time.Second)},
+		})
+	}
+	mux := http.NewServeMux()
+	web.Register(mux, web.Options{Source: s, Now: func() time.Time { return explainNow }})
+	var requests int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	code, out, errs := runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var got struct {
+		Items []timeline.Episode `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	var gens []int64
+	for _, e := range got.Items {
+		gens = append(gens, e.Generation)
+	}
+	if len(gens) != n || gens[0] != n || gens[n-1] != 1 || requests != 3 {
+		t.Errorf("%d requests gave generations %v, want 3 giving %d down to 1", requests, gens, n)
+	}
+	code, out, _ = runExplain(t, "deploy/web", "-n", "shop", "--exporter.url", srv.URL)
+	if c := strings.Count(out, "superseded"); code != 0 || c < 2*n { // twice an episode
+		t.Errorf("text: exit %d, superseded %d times, want twice for each of %d episodes", code, c, n)
 	}
 }
