@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e bench bench-smoke rules-test rules-mutation soak scale demo generate lint tools chromium clean
+.PHONY: all build test test-unit test-e2e bench bench-smoke rules-test rules-mutation soak scale cardinality demo generate lint tools chromium clean
 
 all: build
 
@@ -109,6 +109,16 @@ soak: tools build
 scale: tools build
 	$(GO) build -o $(BIN)/kce-scale ./cmd/kce-scale
 	$(BIN)/kce-scale
+
+## cardinality: the series budget of docs/cardinality.md, not part of make
+## test: exporters with each label policy (CARD_VARIANTS, default keep,
+## drop, allowlist, thresholds) on one kwok cluster of CARD_NAMESPACES busy
+## namespaces (default 10,100,1000); with CARD_PROMETHEUS=1 a Prometheus
+## scrapes them and the series it stores are counted. Writes CARD_OUT
+## (default cardinality-result.md). About 25 minutes here.
+cardinality: tools build
+	$(GO) build -o $(BIN)/kce-scale ./cmd/kce-scale
+	$(BIN)/kce-scale cardinality
 
 demo: tools build
 	$(GO) build -o $(BIN)/kce-demo ./cmd/kce-demo

@@ -106,8 +106,8 @@ func NewEpisodes(cfg *config.Config, now func() time.Time) *Episodes {
 	return &Episodes{
 		cfg:               cfg,
 		now:               now,
-		Duration:          latency.NewSeries(latency.RolloutDuration),
-		RecoveredDuration: latency.NewSeries(rolloutRecoveredDuration),
+		Duration:          latency.NewSeries(Classic(cfg, latency.RolloutDuration)),
+		RecoveredDuration: latency.NewSeries(Classic(cfg, rolloutRecoveredDuration)),
 		Closed:            rolloutsClosed.NewCounterVec(),
 		Recovered:         rolloutsRecovered.NewCounterVec(),
 		inProgressDesc:    rolloutsInProgress.Desc(),
@@ -294,4 +294,9 @@ func (s episodesScrape) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(e.stalledDesc, prometheus.GaugeValue, st.Age.Seconds(),
 			string(ep.Kind), ep.Namespace, ep.Name, string(st.Stage), st.Reason)
 	}
+}
+
+// Classic is h with the classic buckets of cfg's histograms section.
+func Classic(cfg *config.Config, h latency.Histogram) latency.Histogram {
+	return h.WithBuckets(cfg.Buckets(h.Name, h.Buckets))
 }

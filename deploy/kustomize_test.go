@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 )
 
 // A kustomization to render: an existing directory, or base plus
@@ -377,8 +379,8 @@ func checkServiceMonitor(t *testing.T, sm *monitoringv1.ServiceMonitor, svc *cor
 	if v := svc.Labels[sm.Spec.JobLabel]; sm.Spec.JobLabel == "" || v != "kube-convergence-exporter" {
 		t.Errorf("ServiceMonitor jobLabel %q gives job %q, want kube-convergence-exporter (what the dashboards select)", sm.Spec.JobLabel, v)
 	}
-	if sm.Spec.SampleLimit == nil || *sm.Spec.SampleLimit < 10000 {
-		t.Errorf("ServiceMonitor sampleLimit %v, want a limit with headroom (>= 10000)", sm.Spec.SampleLimit)
+	if want := config.Default().SampleLimit(config.BudgetDefaultNamespaces); sm.Spec.SampleLimit == nil || *sm.Spec.SampleLimit != int64(want) {
+		t.Errorf("ServiceMonitor sampleLimit %v, want %d: room for %d busy namespaces by the formula of docs/cardinality.md (config.Config.SampleLimit)", sm.Spec.SampleLimit, want, config.BudgetDefaultNamespaces)
 	}
 	if sm.Spec.ScrapeClassicHistograms == nil || !*sm.Spec.ScrapeClassicHistograms {
 		t.Error("ServiceMonitor: want scrapeClassicHistograms: true (the rules and dashboards read classic le buckets)")

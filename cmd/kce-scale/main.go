@@ -60,6 +60,10 @@ const (
 )
 
 func main() {
+	run := run
+	if len(os.Args) > 1 && os.Args[1] == "cardinality" {
+		run = runCardinality
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kce-scale:", err)
 		os.Exit(1)

@@ -24,7 +24,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -47,12 +46,13 @@ type Collector struct {
 
 // New returns the endpoints collector.
 func New(cfg *config.Config, logger *slog.Logger, now func() time.Time) *Collector {
+	m := newMetrics(cfg)
 	return &Collector{
 		cfg:    cfg,
 		logger: logger.With("collector", Name),
 		now:    now,
-		m:      newMetrics(),
-		tr:     tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: latency.EndpointPropagation.Buckets}),
+		m:      m,
+		tr:     tracker.NewEndpointTracker(tracker.EndpointConfig{Thresholds: m.propagation.Buckets()}),
 	}
 }
 

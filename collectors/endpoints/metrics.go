@@ -3,6 +3,8 @@ package endpoints
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -30,12 +32,12 @@ type metrics struct {
 	triggerLag  prometheus.Histogram
 }
 
-func newMetrics() *metrics {
-	propagation := latency.NewSeries(latency.EndpointPropagation)
+func newMetrics(cfg *config.Config) *metrics {
+	propagation := latency.NewSeries(collectors.Classic(cfg, latency.EndpointPropagation))
 	return &metrics{
 		propagation: propagation,
 		exceeded:    propagation.Exceeded,
-		removal:     latency.NewSeries(endpointRemoval),
+		removal:     latency.NewSeries(collectors.Classic(cfg, endpointRemoval)),
 		triggerLag:  sliceTriggerLag.NewHistogram(latency.BucketOpts(latency.OneSecondBuckets)),
 	}
 }

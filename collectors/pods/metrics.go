@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -52,12 +53,13 @@ type metrics struct {
 	stalledDesc  *prometheus.Desc
 }
 
-func newMetrics(limit int) *metrics {
-	startup := latency.NewSeries(latency.PodStartup)
+func newMetrics(cfg *config.Config) *metrics {
+	limit := cfg.Stall.SeriesLimit
+	startup := latency.NewSeries(collectors.Classic(cfg, latency.PodStartup))
 	return &metrics{
 		startup:      startup,
 		exceeded:     startup.Exceeded,
-		interval:     latency.NewSeries(podStageInterval),
+		interval:     latency.NewSeries(collectors.Classic(cfg, podStageInterval)),
 		recovered:    podsRecovered.NewCounterVec(),
 		dropped:      collectors.NewSeriesCap(podStalledDropped, limit),
 		notReadyDesc: podsNotReady.Desc(),

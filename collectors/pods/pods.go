@@ -21,7 +21,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -46,13 +45,14 @@ type Collector struct {
 // New returns the pods collector. stall is --stall.threshold; the config
 // file may override it for kind Pod.
 func New(cfg *config.Config, stall time.Duration, logger *slog.Logger, now func() time.Time) *Collector {
+	m := newMetrics(cfg)
 	return &Collector{
 		cfg:    cfg,
 		logger: logger.With("collector", Name),
 		now:    now,
-		m:      newMetrics(cfg.Stall.SeriesLimit),
+		m:      m,
 		tr: tracker.NewPodTracker(tracker.PodStartupConfig{
-			Thresholds: latency.PodStartup.Buckets,
+			Thresholds: m.startup.Buckets(),
 			StallAfter: cfg.StallThreshold("Pod", stall),
 		}),
 		seenNS: map[string]bool{},

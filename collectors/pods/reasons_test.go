@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
 
@@ -55,7 +56,7 @@ func TestReasonOrderIsOneEverywhere(t *testing.T) {
 	if want := tracker.PodReasons[:len(tracker.PodReasons)-1]; !slices.Equal(podReasons, want) {
 		t.Errorf("docs/rollouts.md lists the pod reasons %v, want tracker.PodReasons %v (other is the rollout's own)", podReasons, want)
 	}
-	help := newMetrics(1).notReadyDesc.String()
+	help := newMetrics(config.Default()).notReadyDesc.String()
 	var named []string
 	for _, w := range regexp.MustCompile(`[a-z_]+`).FindAllString(help, -1) {
 		if slices.Contains(tracker.PodReasons, w) && !slices.Contains(named, w) {

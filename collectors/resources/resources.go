@@ -21,7 +21,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/metric"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
@@ -130,7 +129,7 @@ func New(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, logge
 	c.out = collectors.NewOutbox(ep, c.logger)
 	c.mu = c.out
 	c.tr = tracker.NewRolloutTracker(tracker.RolloutConfig{
-		Thresholds: latency.RolloutDuration.Buckets,
+		Thresholds: ep.Duration.Buckets(),
 		// Read under c.mu, like every tracker call.
 		StallAfter: func(k tracker.Kind) time.Duration {
 			if d, ok := c.stallOf[k]; ok {

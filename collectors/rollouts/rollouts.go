@@ -25,7 +25,6 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/collectors"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/config"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/informers"
-	"github.com/kube-convergence/kube-convergence-exporter/internal/latency"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/records"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/tracker"
 )
@@ -72,7 +71,7 @@ func NewWith(ep *collectors.Episodes, cfg *config.Config, stall time.Duration, l
 		now:       now,
 		m:         newMetrics(ep),
 		tr: tracker.NewRolloutTracker(tracker.RolloutConfig{
-			Thresholds: latency.RolloutDuration.Buckets,
+			Thresholds: ep.Duration.Buckets(),
 			StallAfter: func(k tracker.Kind) time.Duration { return cfg.StallThreshold(string(k), stall) },
 		}),
 	}

@@ -83,6 +83,8 @@ type Config struct {
 	// Tracing sends OpenTelemetry spans of rollout episodes (off unless
 	// its endpoint is set).
 	Tracing Tracing `yaml:"tracing"`
+	// Histograms chooses the classic buckets of the latency histograms.
+	Histograms Histograms `yaml:"histograms"`
 }
 
 // CollectorConfig is one collector's settings.
@@ -265,6 +267,7 @@ func (c *Config) validate(pos positions) error {
 	c.validateRetries(pos, add)
 	c.validateWebhooks(pos, add)
 	c.validateTracing(pos, add)
+	c.validateHistograms(pos, add)
 	if len(errs) > 0 {
 		// One line: the error ends up as a single slog attribute.
 		return errors.New(strings.Join(errs, "; "))

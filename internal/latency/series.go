@@ -65,6 +65,10 @@ func NewSeries(h Histogram) *Series {
 	return s
 }
 
+// Buckets are the classic buckets: the thresholds a tracker feeding Cross
+// must be configured with.
+func (s *Series) Buckets() []float64 { return s.decl.Buckets }
+
 // Collectors are the histogram and the crossing counter with their
 // declarations, to register.
 func (s *Series) Collectors() []metric.Declared {

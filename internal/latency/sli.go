@@ -126,3 +126,11 @@ var (
 
 // SLIs are the histograms a latency SLI can read.
 func SLIs() []Histogram { return []Histogram{RolloutDuration, PodStartup, EndpointPropagation} }
+
+// WithBuckets is h with the classic buckets b (a subset of h's, from
+// config.Config.Buckets): its crossing counter then counts only their
+// thresholds.
+func (h Histogram) WithBuckets(b []float64) Histogram {
+	h.Buckets = b
+	return h
+}

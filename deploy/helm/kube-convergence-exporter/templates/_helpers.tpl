@@ -71,3 +71,31 @@ the file (the dashboards' sidecar label) and extra ones stay.
 {{- define "kce.configYAML" -}}
 {{- toYaml .Values.config -}}
 {{- end -}}
+
+{{/*
+The ServiceMonitor's sampleLimit: serviceMonitor.sampleLimit when set, else
+1.5 × (700 + per namespace × namespace label values), rounded up, with per
+namespace 2100 (600 with config.histograms.classicBuckets: thresholds) and
+the label values serviceMonitor.namespaces (namespaceLabel keep), 1 (drop)
+or the allow-list and "other" (allowlist): config.Config.SampleLimit,
+docs/cardinality.md. deploy/helm_test.go compares the two.
+*/}}
+{{- define "kce.sampleLimit" -}}
+{{- if .Values.serviceMonitor.sampleLimit -}}
+{{- .Values.serviceMonitor.sampleLimit | int64 -}}
+{{- else -}}
+{{- $cfg := .Values.config | default dict -}}
+{{- $nl := $cfg.namespaceLabel | default dict -}}
+{{- $values := .Values.serviceMonitor.namespaces | int -}}
+{{- if eq ($nl.mode | default "keep") "drop" -}}
+{{- $values = 1 -}}
+{{- else if eq ($nl.mode | default "keep") "allowlist" -}}
+{{- $values = min (add (len ($nl.allow | default list)) 1) $values -}}
+{{- end -}}
+{{- $per := 2100 -}}
+{{- if eq (($cfg.histograms | default dict).classicBuckets | default "all") "thresholds" -}}
+{{- $per = 600 -}}
+{{- end -}}
+{{- div (add (mul 3 (add 700 (mul $per $values))) 1) 2 -}}
+{{- end -}}
+{{- end -}}
