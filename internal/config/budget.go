@@ -14,8 +14,8 @@ const (
 	BudgetPerNamespace = 2100
 	// BudgetPerNamespaceThresholds: the same with histograms.classicBuckets:
 	// thresholds, native histograms counted (one sample each) as Prometheus
-	// counts them against sample_limit (measured 525).
-	BudgetPerNamespaceThresholds = 600
+	// counts them against sample_limit (measured 457).
+	BudgetPerNamespaceThresholds = 500
 	// BudgetDefaultNamespaces is the number of busy namespaces the
 	// defaults leave room for.
 	BudgetDefaultNamespaces = 50

@@ -75,7 +75,7 @@ the file (the dashboards' sidecar label) and extra ones stay.
 {{/*
 The ServiceMonitor's sampleLimit: serviceMonitor.sampleLimit when set, else
 1.5 × (700 + per namespace × namespace label values), rounded up, with per
-namespace 2100 (600 with config.histograms.classicBuckets: thresholds) and
+namespace 2100 (500 with config.histograms.classicBuckets: thresholds) and
 the label values serviceMonitor.namespaces (namespaceLabel keep), 1 (drop)
 or the allow-list and "other" (allowlist): config.Config.SampleLimit,
 docs/cardinality.md. deploy/helm_test.go compares the two.
@@ -94,7 +94,7 @@ docs/cardinality.md. deploy/helm_test.go compares the two.
 {{- end -}}
 {{- $per := 2100 -}}
 {{- if eq (($cfg.histograms | default dict).classicBuckets | default "all") "thresholds" -}}
-{{- $per = 600 -}}
+{{- $per = 500 -}}
 {{- end -}}
 {{- div (add (mul 3 (add 700 (mul $per $values))) 1) 2 -}}
 {{- end -}}
