@@ -7,6 +7,7 @@ package collectors
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,26 @@ type Collector interface {
 	Register(reg prometheus.Registerer) error
 	// Start attaches the collector to its informers.
 	Start(ctx context.Context, f *informers.Factory) error
+}
+
+// Partial is implemented by a collector that can run without some of its
+// resources. RBAC denying one of OptionalResources does not disable the
+// collector: the exporter calls Without with the denied ones before Start
+// (the collector must not read them, and says what it cannot tell instead),
+// and logs what is left out. Optional resources are not waited for by
+// readiness; the ClusterRole grants them like the others.
+type Partial interface {
+	OptionalResources() []informers.Resource
+	Without(denied []informers.Resource)
+}
+
+// AllResources returns c's resources and its optional ones.
+func AllResources(c Collector) []informers.Resource {
+	rs := c.Resources()
+	if p, ok := c.(Partial); ok {
+		rs = append(slices.Clip(rs), p.OptionalResources()...)
+	}
+	return rs
 }
 
 // OnNamespaceDeleted calls fn with the name of every Namespace deleted while

@@ -76,12 +76,17 @@ func TestForbiddenResourceDisablesCollector(t *testing.T) {
 	if !strings.Contains(body, "collector rollouts: disabled (forbidden by RBAC") {
 		t.Errorf("/readyz does not name the forbidden collector:\n%s", body)
 	}
-	// webhooks reads endpointslices too (no_ready_endpoints).
+	// webhooks reads endpointslices as an optional resource: it runs
+	// without them (endpoints_unknown instead of no_ready_endpoints, in
+	// TestWebhookOutageFindings) and says so.
 	mfs := e.scrape()
-	for _, c := range []string{"rollouts", "webhooks"} {
-		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != 0 {
-			t.Errorf("collector_up{%s} = %v (found %v), want 0", c, v, ok)
+	for c, want := range map[string]float64{"rollouts": 0, "webhooks": 1} {
+		if v, ok := value(mfs, "kube_convergence_collector_up", map[string]string{"collector": c}); !ok || v != want {
+			t.Errorf("collector_up{%s} = %v (found %v), want %v", c, v, ok, want)
 		}
+	}
+	if !strings.Contains(e.logs.String(), "collector runs without a resource RBAC forbids") {
+		t.Errorf("no log line saying webhooks runs without endpointslices:\n%s", tail(e.logs.String(), 20))
 	}
 	logs := e.logs.String()
 	if !strings.Contains(logs, "RBAC forbids list/watch") || !strings.Contains(logs, "endpointslices.discovery.k8s.io") {

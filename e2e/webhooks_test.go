@@ -118,7 +118,10 @@ func TestWebhookAuditFindings(t *testing.T) {
 
 	// Services: hook selects app=hook pods and has none ready; ready has a
 	// hand-written EndpointSlice with one ready endpoint.
-	service(t, ns, "hook")
+	if _, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hook"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hook"}, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ready"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -154,9 +157,14 @@ func TestWebhookAuditFindings(t *testing.T) {
 	conditions := hook("conditions.kce.test", ns, srv, "")
 	conditions.NamespaceSelector = nil
 	conditions.MatchConditions = []admissionv1.MatchCondition{{Name: "labelled", Expression: `has(object.metadata.labels) && "audit" in object.metadata.labels`}}
+	// Every resource of this namespace: under Ignore its outage delays
+	// writes, under Fail it refuses them. Namespaced, so no cluster-scoped
+	// write of the sandbox (nodes) meets it.
 	wild := hook("wild.kce.test", ns, srv, "")
 	wild.Rules = []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.OperationAll},
-		Rule: admissionv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}}}}
+		Rule: admissionv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.NamespacedScope)}}}
+	wildFail := wild
+	wildFail.Name, wildFail.FailurePolicy = "wild-fail.kce.test", ptr.To(admissionv1.Fail)
 	expiring := hook("expiring.kce.test", ns, srv, "")
 	expiring.ClientConfig.CABundle = expiringCA.PEM
 	notPEM := hook("not-pem.kce.test", ns, srv, "")
@@ -168,20 +176,20 @@ func TestWebhookAuditFindings(t *testing.T) {
 	selfTwin.Name = "self-twin.kce.test"
 	selfTwin.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"hook"}}}}
 	cfg := ns + "-audit"
-	validating(t, cfg, long, ten, unscopedFail, unscopedIgnore, conditions, wild, expiring, notPEM,
+	validating(t, cfg, long, ten, unscopedFail, unscopedIgnore, conditions, wild, wildFail, expiring, notPEM,
 		selfBlocking, selfTwin, svcHook("ready.kce.test", "ready", true), svcHook("empty-ignore.kce.test", "hook", false))
 
 	want := map[string][]string{
 		"long.kce.test":            {"timeout_too_long"},
 		"unscoped-fail.kce.test":   {"fail_closed_unscoped", "matches_kube_system", "matches_own_namespace", "unscoped"},
-		"unscoped-ignore.kce.test": {"matches_kube_system", "matches_own_namespace", "unscoped"},
-		"conditions.kce.test":      {"matches_kube_system", "matches_own_namespace"},
-		"wild.kce.test":            {"wildcard_operations", "wildcard_resources"},
+		"unscoped-ignore.kce.test": {"unscoped"}, // Ignore: kube-system's writes wait, none is refused
+		"conditions.kce.test":      {"match_conditions_unanalysed"},
+		"wild-fail.kce.test":       {"wildcard_operations", "wildcard_resources"},
 		"expiring.kce.test":        {"ca_bundle_expiring"},
-		"not-pem.kce.test":         {"timeout_too_long"}, // still evaluated; no expiry
+		"not-pem.kce.test":         {"ca_bundle_invalid", "timeout_too_long"}, // no expiry
 		"self-blocking.kce.test":   {"no_ready_endpoints", "self_blocking"},
 		"self-twin.kce.test":       {"no_ready_endpoints"},
-		// ten, ready and empty-ignore: no finding.
+		// ten, wild (Ignore), ready and empty-ignore: no finding.
 	}
 	var mfs map[string]*dto.MetricFamily
 	eventually(t, 30*time.Second, "webhook findings", func() (bool, string) {
@@ -306,11 +314,19 @@ func TestAdmissionProbes(t *testing.T) {
 				t.Errorf("probe %s: %s = %v, want every answer %s", tc.probe, r, n, tc.result)
 			}
 		}
-		// Every observation near the sleep (the timeout for the last two),
-		// as far as the buckets tell: none at or below the largest bucket
+		sum, count := histogram(mfs, "kube_convergence_admission_probe_duration_seconds", map[string]string{"probe": tc.probe})
+		if tc.result == "timeout" {
+			// No answer, no latency: counted by reason instead.
+			reason, _ := value(mfs, "kube_convergence_admission_probe_errors_total", map[string]string{"probe": tc.probe, "reason": "webhook_timeout"})
+			if n := result(mfs, tc.probe, "timeout"); count != 0 || reason != n {
+				t.Errorf("probe %s: %d durations observed, errors{reason=webhook_timeout} %v; want none and %v (its timeouts)", tc.probe, count, reason, n)
+			}
+			continue
+		}
+		// Every observation near the sleep (the timeout for Ignore), as
+		// far as the buckets tell: none at or below the largest bucket
 		// under sleep-0.1 s, all at or below the smallest bucket above
 		// sleep+0.1 s.
-		sum, count := histogram(mfs, "kube_convergence_admission_probe_duration_seconds", map[string]string{"probe": tc.probe})
 		mean := sum / float64(count)
 		t.Logf("probe %s: %d answers, mean %.3f s (sleep or timeout %.1f s)", tc.probe, count, mean, tc.sleep)
 		if !within(mean, tc.sleep, 0.1) {
@@ -344,6 +360,12 @@ func TestAdmissionProbes(t *testing.T) {
 	}
 	if _, count := histogram(mfs, "kube_convergence_admission_probe_duration_seconds", map[string]string{"probe": "missing"}); count != 0 {
 		t.Errorf("probe missing observed %d durations, want none (its UPDATE was never sent)", count)
+	}
+	for _, probe := range []string{"missing", "unserved"} {
+		v, _ := value(mfs, "kube_convergence_admission_probe_errors_total", map[string]string{"probe": probe, "reason": "not_found"})
+		if n := result(mfs, probe, "error"); v != n || n == 0 {
+			t.Errorf("probe %s: errors{reason=not_found} = %v, want its %v errors", probe, v, n)
+		}
 	}
 	if _, err := client.CoreV1().ConfigMaps(ns).Get(ctx, "existing", metav1.GetOptions{}); err != nil {
 		t.Errorf("the DELETE probe's dry run deleted its object: %v", err)

@@ -52,13 +52,18 @@ var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8, 1, 1.6, 2
 var (
 	probeDuration = metric.Family{
 		Name: "kube_convergence_admission_probe_duration_seconds", Type: metric.Histogram,
-		Help:   "Duration of an admission probe's dry-run request as the exporter saw it, admission webhooks and the round trip included.",
+		Help:   "Duration of an admission probe's answered dry-run requests (allowed or denied), admission webhooks and the round trip included.",
 		Labels: []string{"probe"},
 	}
 	probeResults = metric.Family{
 		Name: "kube_convergence_admission_probe_results_total", Type: metric.Counter,
 		Help:   "Admission probe requests by result: allowed, denied, timeout or error.",
 		Labels: []string{"probe", "result"},
+	}
+	probeErrors = metric.Family{
+		Name: "kube_convergence_admission_probe_errors_total", Type: metric.Counter,
+		Help:   "Admission probe requests that got no answer from admission (results timeout and error), by reason.",
+		Labels: []string{"probe", "reason"},
 	}
 	probeWebhooks = metric.Family{
 		Name: "kube_convergence_admission_probe_webhooks", Type: metric.Gauge,
@@ -79,6 +84,7 @@ type Collector struct {
 
 	duration *prometheus.HistogramVec
 	results  *prometheus.CounterVec
+	errors   *prometheus.CounterVec
 
 	mu                              sync.Mutex // guards the informers, set by Start
 	validating, mutating, namespace cache.SharedIndexInformer
@@ -91,6 +97,7 @@ func New(cfg *config.Config, logger *slog.Logger) *Collector {
 		logger:   logger.With("collector", Name),
 		duration: probeDuration.NewHistogramVec(latency.BucketOpts(Buckets)),
 		results:  probeResults.NewCounterVec(),
+		errors:   probeErrors.NewCounterVec(),
 	}
 }
 
@@ -110,13 +117,17 @@ func (c *Collector) Resources() []informers.Resource {
 
 // Register implements collectors.Collector.
 func (c *Collector) Register(reg prometheus.Registerer) error {
-	if err := metric.Register(reg, metric.Declare(c.duration, probeDuration), metric.Declare(c.results, probeResults), c); err != nil {
+	if err := metric.Register(reg, metric.Declare(c.duration, probeDuration), metric.Declare(c.results, probeResults),
+		metric.Declare(c.errors, probeErrors), c); err != nil {
 		return err
 	}
 	for _, p := range c.probes {
 		c.duration.WithLabelValues(p.Name)
 		for _, r := range Results {
 			c.results.WithLabelValues(p.Name, r)
+		}
+		for _, r := range Reasons {
+			c.errors.WithLabelValues(p.Name, r)
 		}
 	}
 	return nil
@@ -207,6 +218,7 @@ func (r *runner) once(parent context.Context) {
 		gvr, err := resolve(r.disco, r.p)
 		if err != nil {
 			r.c.results.WithLabelValues(r.p.Name, Error).Inc()
+			r.c.errors.WithLabelValues(r.p.Name, ReasonNotFound).Inc()
 			r.logOnce("admission probe resource not served", err)
 			return
 		}
@@ -222,7 +234,14 @@ func (r *runner) once(parent context.Context) {
 		// failed, even by its deadline) reached no admission webhook: it
 		// is an error, with no duration to observe.
 		res = Classify(err)
+	}
+	switch res {
+	case Allowed, Denied:
+		// Only answers are latencies: a fast 403 of RBAC or a 409 would
+		// pull the quantiles down while the probe fails.
 		r.c.duration.WithLabelValues(r.p.Name).Observe(d.Seconds())
+	default:
+		r.c.errors.WithLabelValues(r.p.Name, Reason(err)).Inc()
 	}
 	r.c.results.WithLabelValues(r.p.Name, res).Inc()
 	switch res {

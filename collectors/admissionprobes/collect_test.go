@@ -27,7 +27,8 @@ import (
 // The matched-webhooks family reads the version the probe sends (its
 // object's apiVersion, apps/v1beta9 here, not the preferred apps/v1), and
 // lists matchPolicy Equivalent webhooks on the same resource in another
-// version as possible matches.
+// version, "*" rules included, as possible matches (the API server calls
+// both when apps/v1 is served: internal/admission's TestEquivalentMatchAsTheAPIServer).
 func TestCollectMatchesTheVersionSent(t *testing.T) {
 	rule := func(version string, resources ...string) []admissionv1.RuleWithOperations {
 		return []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
@@ -76,6 +77,7 @@ func TestCollectMatchesTheVersionSent(t *testing.T) {
 # TYPE kube_convergence_admission_probe_webhooks gauge
 kube_convergence_admission_probe_webhooks{configuration="cfg",probe="d",type="validating",webhook="beta-exact.kce.test"} 1
 kube_convergence_admission_probe_webhooks{configuration="cfg",probe="d",type="validating",webhook="v1-equivalent.kce.test"} 1
+kube_convergence_admission_probe_webhooks{configuration="cfg",probe="d",type="validating",webhook="v1-wildcard-equivalent.kce.test"} 1
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "kube_convergence_admission_probe_webhooks"); err != nil {
 		t.Error(err)

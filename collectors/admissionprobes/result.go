@@ -21,6 +21,57 @@ const (
 // Results lists every result, created at zero for each probe.
 var Results = []string{Allowed, Denied, Timeout, Error}
 
+// Reasons, the `reason` label of the errors counter: why a probe got no
+// answer from admission (a timeout or an error result).
+const (
+	ReasonWebhookTimeout     = "webhook_timeout"     // a webhook's deadline under failurePolicy Fail
+	ReasonWebhookUnreachable = "webhook_unreachable" // any other failed webhook call under Fail: refused, TLS, no endpoints
+	ReasonTimeout            = "timeout"             // the probe's own deadline, or a 504
+	ReasonForbidden          = "forbidden"           // RBAC: the exporter may not write the probed resource
+	ReasonNotFound           = "not_found"           // 404: the resource is not served, the object (UPDATE, DELETE) is gone
+	ReasonConflict           = "conflict"            // 409: the UPDATE's object changed, or CREATE's exists
+	ReasonInvalid            = "invalid"             // 400 or 422 not from a policy: the probe object is invalid
+	ReasonServerError        = "server_error"        // another 5xx: the API server itself
+	ReasonTransport          = "transport"           // no answer at all: connection, TLS, decoding
+)
+
+// Reasons lists every reason, created at zero for each probe.
+var Reasons = []string{ReasonWebhookTimeout, ReasonWebhookUnreachable, ReasonTimeout, ReasonForbidden, ReasonNotFound,
+	ReasonConflict, ReasonInvalid, ReasonServerError, ReasonTransport}
+
+// Reason says why err, classified Timeout or Error, got no answer from
+// admission.
+func Reason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ReasonTimeout
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return ReasonTransport
+	}
+	s := status.Status()
+	switch {
+	case s.Code == http.StatusGatewayTimeout:
+		return ReasonTimeout
+	case strings.Contains(s.Message, "failed calling webhook"):
+		if strings.Contains(s.Message, "deadline exceeded") || strings.Contains(s.Message, "Timeout exceeded") {
+			return ReasonWebhookTimeout
+		}
+		return ReasonWebhookUnreachable
+	case s.Code == http.StatusForbidden:
+		return ReasonForbidden
+	case s.Code == http.StatusNotFound:
+		return ReasonNotFound
+	case s.Code == http.StatusConflict:
+		return ReasonConflict
+	case s.Code == http.StatusBadRequest || s.Code == http.StatusUnprocessableEntity:
+		return ReasonInvalid
+	case s.Code >= 500:
+		return ReasonServerError
+	}
+	return ReasonTransport
+}
+
 // Classify turns a dry-run request's outcome into a result. The API
 // server's messages (k8s.io/apiserver pkg/admission/plugin/webhook/errors
 // and validating/dispatcher.go, seen on v1.37):

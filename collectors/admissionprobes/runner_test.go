@@ -81,8 +81,9 @@ func TestProbeNotSent(t *testing.T) {
 	}
 }
 
-// A sent request is timed and classified: allowed, and a deadline on the
-// write itself is a timeout.
+// A sent request is classified, and timed when admission answered:
+// allowed is observed; a deadline on the write itself is a timeout,
+// counted by reason and not observed.
 func TestProbeSent(t *testing.T) {
 	r := probeRunner(t, config.OperationCreate, fakeDynamic())
 	r.once(t.Context())
@@ -95,8 +96,11 @@ func TestProbeSent(t *testing.T) {
 	})
 	r = probeRunner(t, config.OperationDelete, dyn)
 	r.once(t.Context())
-	if got, n := r.counts(t); got[Timeout] != 1 || n != 1 {
-		t.Errorf("DELETE past its deadline: results %v, %d durations; want 1 timeout, 1 duration", got, n)
+	if got, n := r.counts(t); got[Timeout] != 1 || n != 0 {
+		t.Errorf("DELETE past its deadline: results %v, %d durations; want 1 timeout, no duration (not an answer)", got, n)
+	}
+	if v := testutil.ToFloat64(r.c.errors.WithLabelValues(r.p.Name, ReasonTimeout)); v != 1 {
+		t.Errorf("DELETE past its deadline: errors{reason=timeout} = %v, want 1", v)
 	}
 }
 

@@ -103,7 +103,7 @@ func Collectors(o Options) []collectors.Collector {
 		if !o.Config.Enabled(c.Name()) {
 			continue
 		}
-		for _, r := range c.Resources() {
+		for _, r := range collectors.AllResources(c) {
 			if !seen[r] {
 				seen[r] = true
 				watched = append(watched, r)
@@ -128,7 +128,7 @@ func ResourcesOf(cfg *config.Config) []informers.Resource {
 		if !cfg.Enabled(c.Name()) {
 			continue
 		}
-		for _, r := range c.Resources() {
+		for _, r := range collectors.AllResources(c) {
 			if !seen[r] {
 				seen[r] = true
 				out = append(out, r)

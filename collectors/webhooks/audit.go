@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -19,22 +20,45 @@ import (
 // Findings, the `finding` label. docs/webhooks.md gives each one's meaning
 // and remedy.
 const (
-	TimeoutTooLong      = "timeout_too_long"
-	Unscoped            = "unscoped"
-	FailClosedUnscoped  = "fail_closed_unscoped"
-	MatchesKubeSystem   = "matches_kube_system"
-	MatchesOwnNamespace = "matches_own_namespace"
-	SelfBlocking        = "self_blocking"
-	WildcardResources   = "wildcard_resources"
-	WildcardOperations  = "wildcard_operations"
-	DryRunUnsafe        = "dry_run_unsafe"
-	NoReadyEndpoints    = "no_ready_endpoints"
-	CABundleExpiring    = "ca_bundle_expiring"
+	TimeoutTooLong            = "timeout_too_long"
+	Unscoped                  = "unscoped"
+	FailClosedUnscoped        = "fail_closed_unscoped"
+	MatchesKubeSystem         = "matches_kube_system"
+	MatchesOwnNamespace       = "matches_own_namespace"
+	SelfBlocking              = "self_blocking"
+	WildcardResources         = "wildcard_resources"
+	WildcardOperations        = "wildcard_operations"
+	NodeHeartbeatLockout      = "node_heartbeat_lockout"
+	DryRunUnsafe              = "dry_run_unsafe"
+	NoReadyEndpoints          = "no_ready_endpoints"
+	EndpointsUnknown          = "endpoints_unknown"
+	ServiceMissing            = "service_missing"
+	ServicePortMissing        = "service_port_missing"
+	ServiceHeadless           = "service_headless"
+	CABundleInvalid           = "ca_bundle_invalid"
+	CABundleExpiring          = "ca_bundle_expiring"
+	MatchConditionsUnanalysed = "match_conditions_unanalysed"
 )
 
 // AllFindings lists every finding, in the order of docs/webhooks.md.
 var AllFindings = []string{TimeoutTooLong, Unscoped, FailClosedUnscoped, MatchesKubeSystem, MatchesOwnNamespace,
-	SelfBlocking, WildcardResources, WildcardOperations, DryRunUnsafe, NoReadyEndpoints, CABundleExpiring}
+	SelfBlocking, WildcardResources, WildcardOperations, NodeHeartbeatLockout, DryRunUnsafe, NoReadyEndpoints,
+	EndpointsUnknown, ServiceMissing, ServicePortMissing, ServiceHeadless, CABundleInvalid, CABundleExpiring,
+	MatchConditionsUnanalysed}
+
+// SliceState is what the audit knows of the EndpointSlices.
+type SliceState int
+
+const (
+	// SlicesSyncing: the informer has not listed yet; no finding is judged
+	// on endpoints (an empty cache is not "no endpoint").
+	SlicesSyncing SliceState = iota
+	// SlicesSynced: the informer has listed; ReadyEndpoints is the truth.
+	SlicesSynced
+	// SlicesForbidden: RBAC denies listing EndpointSlices; the audit
+	// cannot tell (endpoints_unknown).
+	SlicesForbidden
+)
 
 // Cluster is what the audit reads from live objects besides the webhook.
 type Cluster struct {
@@ -42,15 +66,22 @@ type Cluster struct {
 	NamespaceLabels func(ns string) (map[string]string, bool)
 	// Service returns a live Service; false if absent.
 	Service func(ns, name string) (*corev1.Service, bool)
+	// ServicesSynced: the Service informer has listed (a Service absent
+	// before is not missing).
+	ServicesSynced bool
 	// ReadyEndpoints counts the ready endpoints in a Service's EndpointSlices
 	// (records.ReadyEndpoint: terminating endpoints are not ready).
 	ReadyEndpoints func(ns, name string) int
+	Slices         SliceState
+	// CA returns the earliest expiry of w's caBundle (EarliestExpiry); nil
+	// computes it. The collector keeps it per configuration version: a
+	// bundle of a megabyte is not parsed at every scrape.
+	CA func(w admission.Webhook) (time.Time, error)
 	// Sees reports whether this process reads namespace ns's Services and
 	// EndpointSlices (nil: every namespace). A shard sees only its own
 	// namespaces (docs/sharding.md): the findings judged on a webhook's
-	// Service, self_blocking and no_ready_endpoints, are left out for a
-	// Service it does not see, rather than reported from a cache that
-	// lacks it.
+	// Service are left out for a Service it does not see, rather than
+	// reported from a cache that lacks it.
 	Sees func(ns string) bool
 }
 
@@ -74,30 +105,113 @@ type Audit struct {
 // ErrNoCABundle: an empty caBundle (a URL webhook may rely on system roots).
 var ErrNoCABundle = errors.New("no caBundle")
 
-// Evaluate audits w against the live cluster at now.
+// BuiltinGroups are the API groups a v1.37 kube-apiserver serves itself. A
+// webhook whose rules reach none of them (only its project's own groups)
+// can only hold up its own resources: the scope findings are about the
+// cluster's.
+var BuiltinGroups = []string{"", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io",
+	"apps", "authentication.k8s.io", "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
+	"coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "flowcontrol.apiserver.k8s.io",
+	"internal.apiserver.k8s.io", "networking.k8s.io", "node.k8s.io", "policy", "rbac.authorization.k8s.io",
+	"resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io", "storagemigration.k8s.io"}
+
+// clusterScoped are the cluster-scoped resources of the builtin groups
+// (kube-apiserver v1.37 discovery): a rule naming one, whatever its scope
+// says, gates no write in a namespace (for a Namespace the API server
+// evaluates the namespaceSelector on the Namespace itself).
+var clusterScoped = map[[2]string]bool{
+	{"", "namespaces"}: true, {"", "nodes"}: true, {"", "persistentvolumes"}: true, {"", "componentstatuses"}: true,
+	{"admissionregistration.k8s.io", "validatingwebhookconfigurations"}:   true,
+	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations"}:     true,
+	{"admissionregistration.k8s.io", "validatingadmissionpolicies"}:       true,
+	{"admissionregistration.k8s.io", "validatingadmissionpolicybindings"}: true,
+	{"admissionregistration.k8s.io", "mutatingadmissionpolicies"}:         true,
+	{"admissionregistration.k8s.io", "mutatingadmissionpolicybindings"}:   true,
+	{"apiextensions.k8s.io", "customresourcedefinitions"}:                 true, {"apiregistration.k8s.io", "apiservices"}: true,
+	{"authentication.k8s.io", "tokenreviews"}: true, {"authentication.k8s.io", "selfsubjectreviews"}: true,
+	{"authorization.k8s.io", "subjectaccessreviews"}: true, {"authorization.k8s.io", "selfsubjectaccessreviews"}: true,
+	{"authorization.k8s.io", "selfsubjectrulesreviews"}:   true,
+	{"certificates.k8s.io", "certificatesigningrequests"}: true, {"certificates.k8s.io", "clustertrustbundles"}: true,
+	{"flowcontrol.apiserver.k8s.io", "flowschemas"}: true, {"flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"}: true,
+	{"internal.apiserver.k8s.io", "storageversions"}: true,
+	{"networking.k8s.io", "ingressclasses"}:          true, {"networking.k8s.io", "ipaddresses"}: true, {"networking.k8s.io", "servicecidrs"}: true,
+	{"node.k8s.io", "runtimeclasses"}:             true,
+	{"rbac.authorization.k8s.io", "clusterroles"}: true, {"rbac.authorization.k8s.io", "clusterrolebindings"}: true,
+	{"resource.k8s.io", "deviceclasses"}: true, {"resource.k8s.io", "resourceslices"}: true,
+	{"scheduling.k8s.io", "priorityclasses"}: true,
+	{"storage.k8s.io", "csidrivers"}:         true, {"storage.k8s.io", "csinodes"}: true, {"storage.k8s.io", "storageclasses"}: true,
+	{"storage.k8s.io", "volumeattachments"}: true, {"storage.k8s.io", "volumeattributesclasses"}: true,
+	{"storagemigration.k8s.io", "storageversionmigrations"}: true,
+}
+
+// The kubelet's identity: what it sends node heartbeats as.
+var kubelet = admission.Call{Username: "system:node:*", UserGroups: []string{"system:nodes", "system:authenticated"}}
+
+// Evaluate audits w against the live cluster at now. docs/webhooks.md,
+// Findings, says each finding's rule; the scope findings follow the rules'
+// groups, resources, operations and scope, the objectSelector (on an
+// unlabelled object), the namespaceSelector (on the live Namespace) and the
+// matchConditions the analyser reads (admission.Conditions).
 func Evaluate(w admission.Webhook, c Cluster, p Policy, now time.Time) Audit {
 	var a Audit
 	has := map[string]bool{}
 	fail := w.FailurePolicy == string(admissionv1.Fail)
-	has[TimeoutTooLong] = w.Timeout > p.MaxTimeout
-	unscoped := selectorEmpty(w.NamespaceSelector) && selectorEmpty(w.ObjectSelector) && w.MatchConditions == 0
-	has[Unscoped] = unscoped
-	has[FailClosedUnscoped] = fail && unscoped
-	has[MatchesKubeSystem] = matchesNamespace(w, c, metav1.NamespaceSystem)
-	if p.OwnNamespace != "" {
-		has[MatchesOwnNamespace] = matchesNamespace(w, c, p.OwnNamespace)
-	}
-	if w.Service != nil && fail && (c.Sees == nil || c.Sees(w.Service.Namespace)) {
-		has[SelfBlocking] = selfBlocking(w, c)
-		has[NoReadyEndpoints] = noReadyEndpoints(w, c)
-	}
-	for _, r := range w.Rules {
-		has[WildcardResources] = has[WildcardResources] || slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "*/*")
-		has[WildcardOperations] = has[WildcardOperations] || slices.Contains(r.Operations, admissionv1.OperationAll)
+	conds := w.Conditions()
+	if conds.Analysed() {
+		s := scope{w: w, c: c, conds: conds}
+		builtin := s.reachesBuiltin()
+		has[TimeoutTooLong] = builtin && w.Timeout > p.MaxTimeout
+		has[Unscoped] = s.unscoped()
+		has[FailClosedUnscoped] = fail && has[Unscoped]
+		has[MatchesKubeSystem] = fail && s.namespace(metav1.NamespaceSystem)
+		if p.OwnNamespace != "" {
+			has[MatchesOwnNamespace] = fail && s.namespace(p.OwnNamespace)
+		}
+		has[WildcardResources] = fail && s.wildcardResources()
+		has[WildcardOperations] = fail && builtin && slices.ContainsFunc(w.Rules, func(r admissionv1.RuleWithOperations) bool {
+			return slices.Contains(r.Operations, admissionv1.OperationAll) && s.ruleReachesBuiltin(r)
+		})
+		has[NodeHeartbeatLockout] = fail && s.heartbeats()
+		if w.Service != nil && fail && (c.Sees == nil || c.Sees(w.Service.Namespace)) {
+			has[SelfBlocking] = s.selfBlocking()
+		}
+	} else {
+		has[MatchConditionsUnanalysed] = true
 	}
 	has[DryRunUnsafe] = w.SideEffects == string(admissionv1.SideEffectClassUnknown) || w.SideEffects == string(admissionv1.SideEffectClassSome)
-	a.CAExpiry, a.CAErr = EarliestExpiry(w.CABundle)
-	has[CABundleExpiring] = a.CAErr == nil && a.CAExpiry.Sub(now) < p.CAExpiryWarning
+	if w.Service != nil && (c.Sees == nil || c.Sees(w.Service.Namespace)) {
+		svc, found := c.Service(w.Service.Namespace, w.Service.Name)
+		switch {
+		case found:
+			has[ServicePortMissing] = !servesPort(svc, w.Service.Port)
+			has[ServiceHeadless] = svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP == corev1.ClusterIPNone
+		case c.ServicesSynced:
+			has[ServiceMissing] = true
+		}
+		external := found && svc.Spec.Type == corev1.ServiceTypeExternalName
+		if fail && !external && (found || c.ServicesSynced) {
+			switch c.Slices {
+			case SlicesSynced:
+				has[NoReadyEndpoints] = c.ReadyEndpoints(w.Service.Namespace, w.Service.Name) == 0
+			case SlicesForbidden:
+				has[EndpointsUnknown] = true
+			}
+		}
+	}
+	if c.CA != nil {
+		a.CAExpiry, a.CAErr = c.CA(w)
+	} else {
+		a.CAExpiry, a.CAErr = EarliestExpiry(w.CABundle)
+	}
+	switch {
+	case a.CAErr == nil:
+		has[CABundleExpiring] = a.CAExpiry.Sub(now) < p.CAExpiryWarning
+	case errors.Is(a.CAErr, ErrNoCABundle):
+		// A URL webhook without a bundle is verified with the system roots.
+		has[CABundleInvalid] = w.Service != nil
+	default:
+		has[CABundleInvalid] = true
+	}
 	for _, f := range AllFindings {
 		if has[f] {
 			a.Findings = append(a.Findings, f)
@@ -106,70 +220,173 @@ func Evaluate(w admission.Webhook, c Cluster, p Policy, now time.Time) Audit {
 	return a
 }
 
-// selectorEmpty: nil or {} (the API server defaults both selectors to {},
-// which matches everything).
-func selectorEmpty(s *metav1.LabelSelector) bool {
-	return s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0)
+// servesPort: the Service exposes port (clientConfig.service.port, 443 when
+// unset: the v1 default).
+func servesPort(svc *corev1.Service, port *int32) bool {
+	want := int32(443)
+	if port != nil {
+		want = *port
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return true // called at its DNS name, on the port asked
+	}
+	return slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == want })
 }
 
-// matchesNamespace: some rule covers namespaced resources and the
-// namespaceSelector matches the live Namespace ns (not evaluated when ns
-// does not exist).
-func matchesNamespace(w admission.Webhook, c Cluster, ns string) bool {
-	l, ok := c.NamespaceLabels(ns)
-	if !ok || !w.SelectsNamespace(l) {
+// scope answers what a webhook can be called for.
+type scope struct {
+	w     admission.Webhook
+	c     Cluster
+	conds admission.Conditions
+}
+
+// groupsOf are the builtin groups a rule names ("*" is all of them).
+func builtinGroupsOf(r admissionv1.RuleWithOperations) []string {
+	if slices.Contains(r.APIGroups, "*") {
+		return BuiltinGroups
+	}
+	return slices.DeleteFunc(slices.Clone(r.APIGroups), func(g string) bool { return !slices.Contains(BuiltinGroups, g) })
+}
+
+// ruleReachesBuiltin: the rule can match a builtin resource that the
+// conditions and the objectSelector let through.
+func (s scope) ruleReachesBuiltin(r admissionv1.RuleWithOperations) bool {
+	if len(r.Resources) == 0 || !s.w.SelectsObject(nil) {
 		return false
 	}
-	for _, r := range w.Rules {
-		if r.Scope == nil || *r.Scope != admissionv1.ClusterScope {
+	for _, g := range builtinGroupsOf(r) {
+		for _, res := range r.Resources {
+			name, _, _ := strings.Cut(res, "/")
+			if name == "*" {
+				name = ""
+			}
+			if s.conds.Admits(admission.Call{Group: g, Resource: name}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s scope) reachesBuiltin() bool {
+	return slices.ContainsFunc(s.w.Rules, s.ruleReachesBuiltin)
+}
+
+// namespacedRule: the rule's scope includes namespaced resources.
+func namespacedRule(r admissionv1.RuleWithOperations) bool {
+	return r.Scope == nil || *r.Scope != admissionv1.ClusterScope
+}
+
+// inNamespace: some rule can be called for a write of a builtin namespaced
+// resource in namespace ns ("" any namespace) that the conditions admit.
+func (s scope) inNamespace(ns string) bool {
+	if !s.w.SelectsObject(nil) {
+		return false
+	}
+	for _, r := range s.w.Rules {
+		if !namespacedRule(r) {
+			continue
+		}
+		for _, g := range builtinGroupsOf(r) {
+			for _, res := range r.Resources {
+				name, _, _ := strings.Cut(res, "/")
+				if name == "*" {
+					name = ""
+				} else if clusterScoped[[2]string{g, name}] {
+					continue
+				}
+				if s.conds.Admits(admission.Call{Namespace: ns, Group: g, Resource: name}) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// unscoped: called for builtin namespaced resources in every namespace.
+func (s scope) unscoped() bool {
+	return selectorEmpty(s.w.NamespaceSelector) && !s.conds.Narrows(admission.FieldNamespace) && s.inNamespace("")
+}
+
+// namespace: called for a write of a builtin namespaced resource in ns
+// (selected by its live labels; a Namespace not seen has its name label).
+func (s scope) namespace(ns string) bool {
+	l, ok := s.c.NamespaceLabels(ns)
+	if !ok {
+		l = map[string]string{corev1.LabelMetadataName: ns}
+	}
+	return s.w.SelectsNamespace(l) && s.inNamespace(ns)
+}
+
+// wildcardResources: a rule of every resource in a builtin group (or "*")
+// that unlabelled objects pass.
+func (s scope) wildcardResources() bool {
+	if !s.w.SelectsObject(nil) {
+		return false
+	}
+	return slices.ContainsFunc(s.w.Rules, func(r admissionv1.RuleWithOperations) bool {
+		wild := slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "*/*")
+		return wild && len(builtinGroupsOf(r)) > 0 && s.ruleReachesBuiltin(r)
+	})
+}
+
+// heartbeats: called for the kubelet's Lease updates in kube-node-lease or
+// its nodes and nodes/status updates.
+func (s scope) heartbeats() bool {
+	if !s.w.SelectsObject(nil) {
+		return false
+	}
+	lease := admission.Request{Operation: admissionv1.Update, Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Namespaced: true}
+	nsLabels, ok := s.c.NamespaceLabels(corev1.NamespaceNodeLease)
+	if !ok {
+		nsLabels = map[string]string{corev1.LabelMetadataName: corev1.NamespaceNodeLease}
+	}
+	call := kubelet
+	call.Namespace, call.Group, call.Resource, call.Kind = corev1.NamespaceNodeLease, lease.Group, lease.Resource, "Lease"
+	if s.w.Matches(lease, nsLabels, nil) && s.conds.Admits(call) {
+		return true
+	}
+	for _, sub := range []string{"", "status"} {
+		node := admission.Request{Operation: admissionv1.Update, Version: "v1", Resource: "nodes", Subresource: sub}
+		call := kubelet
+		call.Resource, call.Kind = "nodes", "Node"
+		// A namespaceSelector does not apply to cluster-scoped resources.
+		if s.w.Matches(node, nil, nil) && s.conds.Admits(call) {
 			return true
 		}
 	}
 	return false
 }
 
-// selfBlocking: the webhook gates pod creation in its own Service's
-// namespace, for pods labelled like the Service's selector, so it can
-// block the pods that would serve it. matchConditions (CEL) are not
-// evaluated: they may exclude the webhook's pods, docs/webhooks.md says so.
-// noReadyEndpoints: the webhook's Service has no ready endpoint. An
-// ExternalName Service is the exception: the API server calls the webhook
-// at its DNS name (k8s.io/apiserver pkg/util/proxy ResolveCluster), and the
-// EndpointSlice controller publishes nothing for it
-// (records.PublishesSelectedPods). A Service without a selector counts its
-// hand-made EndpointSlices like any other; a missing Service has none.
-func noReadyEndpoints(w admission.Webhook, c Cluster) bool {
-	if svc, ok := c.Service(w.Service.Namespace, w.Service.Name); ok && svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return false
-	}
-	return c.ReadyEndpoints(w.Service.Namespace, w.Service.Name) == 0
+// selectorEmpty: nil or {} (the API server defaults both selectors to {},
+// which matches everything).
+func selectorEmpty(sel *metav1.LabelSelector) bool {
+	return sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0)
 }
 
-func selfBlocking(w admission.Webhook, c Cluster) bool {
-	nsLabels, ok := c.NamespaceLabels(w.Service.Namespace)
+// selfBlocking: the webhook gates pod creation in its own Service's
+// namespace, for pods labelled like the Service's selector, so it can
+// block the pods that would serve it.
+func (s scope) selfBlocking() bool {
+	ns := s.w.Service.Namespace
+	nsLabels, ok := s.c.NamespaceLabels(ns)
 	if !ok {
-		// The API server evaluates a namespaceSelector on the Namespace's
-		// labels; a Namespace not yet seen has at least its name label.
-		nsLabels = map[string]string{"kubernetes.io/metadata.name": w.Service.Namespace}
-	}
-	if !w.SelectsNamespace(nsLabels) {
-		return false
+		nsLabels = map[string]string{corev1.LabelMetadataName: ns}
 	}
 	var podLabels map[string]string
-	if svc, ok := c.Service(w.Service.Namespace, w.Service.Name); ok {
+	if svc, ok := s.c.Service(ns, s.w.Service.Name); ok {
 		podLabels = svc.Spec.Selector
 	}
-	if !w.SelectsObject(podLabels) {
-		return false
-	}
-	return admission.RulesMatch(w.Rules, admission.Request{Operation: admissionv1.Create, Group: "", Version: "v1", Resource: "pods", Namespaced: true})
+	pod := admission.Request{Operation: admissionv1.Create, Group: "", Version: "v1", Resource: "pods", Namespaced: true}
+	return s.w.Matches(pod, nsLabels, podLabels) && s.conds.Admits(admission.Call{Namespace: ns, Resource: "pods", Kind: "Pod"})
 }
 
 // EarliestExpiry returns the earliest NotAfter among the PEM certificates
 // in bundle. An empty bundle gives ErrNoCABundle; a bundle with no
 // parsable certificate gives an error naming why.
 func EarliestExpiry(bundle []byte) (time.Time, error) {
-	if len(strings.TrimSpace(string(bundle))) == 0 {
+	if len(bytes.TrimSpace(bundle)) == 0 {
 		return time.Time{}, ErrNoCABundle
 	}
 	var earliest time.Time

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"encoding/base64"
 	"errors"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/admission"
@@ -31,7 +33,8 @@ func caPEM(t *testing.T, notAfter time.Time) []byte {
 }
 
 // The cluster the table runs against: the webhook's Service hooks/hook
-// selects app=hook pods and has one ready endpoint (empty has none); the
+// selects app=hook pods, serves port 443 at a ClusterIP and has one ready
+// endpoint (empty has none; headless has clusterIP None); the
 // exporter runs in monitoring (team=obs); workloads run in apps (team=a).
 func cluster() Cluster {
 	ns := map[string]map[string]string{
@@ -47,10 +50,17 @@ func cluster() Cluster {
 			case n == "hooks" && name == "external":
 				return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "hook.example.com"}}, true
 			case n == "hooks":
-				return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: map[string]string{"app": "hook"}}}, true
+				ip := "10.96.0.10"
+				if name == "headless" {
+					ip = corev1.ClusterIPNone
+				}
+				return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip,
+					Selector: map[string]string{"app": "hook"}, Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}}, true
 			}
 			return nil, false
 		},
+		ServicesSynced: true,
+		Slices:         SlicesSynced,
 		ReadyEndpoints: func(n, name string) int {
 			if n == "hooks" && name == "hook" {
 				return 1
@@ -102,12 +112,23 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 		{TimeoutTooLong,
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Timeout = 11 * time.Second },
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Timeout = 10 * time.Second }},
+		{TimeoutTooLong, // cert-manager's 30 s on its own resources only
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Timeout = 30 * time.Second },
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.Timeout, w.Rules[0].APIGroups, w.Rules[0].Resources = 30*time.Second, []string{"cert-manager.io", "acme.cert-manager.io"}, []string{"*/*"}
+			}},
 		{Unscoped,
 			func(w *webhook, _ *Policy, _ *Cluster) {
 				w.NamespaceSelector, w.ObjectSelector = everything, everything
 			},
 			func(w *webhook, _ *Policy, _ *Cluster) {
-				w.NamespaceSelector, w.ObjectSelector, w.MatchConditions = everything, everything, 1
+				w.NamespaceSelector, w.ObjectSelector = everything, everything
+				w.MatchConditions = []admissionv1.MatchCondition{{Name: "not-kube-system", Expression: "request.namespace != 'kube-system'"}}
+			}},
+		{Unscoped, // only the project's own group: its outage holds up its own resources
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = nil },
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector, w.Rules[0].APIGroups = nil, []string{"cert-manager.io"}
 			}},
 		{Unscoped, // nil selectors (a decoded file) are the API server's {}
 			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = nil },
@@ -121,6 +142,21 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 		{MatchesKubeSystem,
 			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
 			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = notKubeSystem }},
+		{MatchesKubeSystem, // Ignore: a kube-system write waits at most the timeout, then goes through
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector, w.FailurePolicy = everything, "Ignore" }},
+		{MatchesKubeSystem, // a CEL condition excluding kube-system is a selector
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector = everything
+				w.MatchConditions = []admissionv1.MatchCondition{{Name: "ns", Expression: `!(request.namespace in ["kube-system", "kube-public"])`}}
+			}},
+		{MatchesKubeSystem, // an opt-in objectSelector: kube-system's objects do not carry the label
+			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector = everything
+				w.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "inject", Operator: metav1.LabelSelectorOpExists}}}
+			}},
 		{MatchesKubeSystem, // only cluster-scoped resources: kube-system's objects are not gated
 			func(w *webhook, _ *Policy, _ *Cluster) { w.NamespaceSelector = everything },
 			func(w *webhook, _ *Policy, _ *Cluster) {
@@ -163,6 +199,16 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 		{WildcardResources,
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"*"} },
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"pods/*"} }},
+		{WildcardResources, // every resource of the project's own group
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"*"} },
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.Rules[0].Resources, w.Rules[0].APIGroups = []string{"*"}, []string{"example.com"}
+			}},
+		{WildcardResources, // Ignore: an outage delays writes by the timeout, refuses none
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"*"} },
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.Rules[0].Resources, w.FailurePolicy = []string{"*"}, "Ignore"
+			}},
 		{WildcardResources,
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"configmaps", "*/*"} },
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Rules[0].Resources = []string{"configmaps", "secrets"} }},
@@ -174,6 +220,73 @@ func TestFindingsTriggerAndNearTwin(t *testing.T) {
 		{NoReadyEndpoints,
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name, w.FailurePolicy = "empty", "Ignore" }},
+		{NoReadyEndpoints, // the slices informer has not listed: an empty cache is not "no endpoint"
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
+			func(w *webhook, _ *Policy, c *Cluster) { w.Service.Name, c.Slices = "empty", SlicesSyncing }},
+		{NoReadyEndpoints, // listing slices is forbidden: endpoints_unknown instead
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
+			func(w *webhook, _ *Policy, c *Cluster) { w.Service.Name, c.Slices = "empty", SlicesForbidden }},
+		{EndpointsUnknown,
+			func(_ *webhook, _ *Policy, c *Cluster) { c.Slices = SlicesForbidden },
+			func(w *webhook, _ *Policy, c *Cluster) { c.Slices, w.FailurePolicy = SlicesForbidden, "Ignore" }},
+		{EndpointsUnknown, // an ExternalName Service has no slices to know
+			func(_ *webhook, _ *Policy, c *Cluster) { c.Slices = SlicesForbidden },
+			func(w *webhook, _ *Policy, c *Cluster) { c.Slices, w.Service.Name = SlicesForbidden, "external" }},
+		{ServiceMissing,
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Namespace = "gone" },
+			func(w *webhook, _ *Policy, c *Cluster) { w.Service.Namespace, c.ServicesSynced = "gone", false }},
+		{ServicePortMissing,
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Port = ptr.To(int32(8443)) },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Port = ptr.To(int32(443)) }},
+		{ServicePortMissing, // unset is 443
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Port = ptr.To(int32(9443)) },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Port = nil }},
+		{ServiceHeadless,
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "headless" },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "hook" }},
+		{CABundleInvalid, // empty on a Service-backed webhook
+			func(w *webhook, _ *Policy, _ *Cluster) { w.CABundle = nil },
+			func(w *webhook, _ *Policy, _ *Cluster) { w.CABundle, w.Service = nil, nil }},
+		{CABundleInvalid, // base64 of the PEM (encoded twice in a manifest)
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.CABundle = []byte(base64.StdEncoding.EncodeToString(caPEM(t, now.Add(365*24*time.Hour))))
+			},
+			func(w *webhook, _ *Policy, _ *Cluster) { w.CABundle = caPEM(t, now.Add(365*24*time.Hour)) }},
+		{NodeHeartbeatLockout, // kube-node-lease Leases
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector, w.Rules = nil, []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.Update}, []string{"coordination.k8s.io"}, []string{"leases"})}
+			},
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector, w.Rules = nil, []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.Update}, []string{"coordination.k8s.io"}, []string{"leases"})}
+				w.MatchConditions = []admissionv1.MatchCondition{{Name: "exclude-kubelet-requests", Expression: `!("system:nodes" in request.userInfo.groups)`}}
+			}},
+		{NodeHeartbeatLockout, // everything, through wildcards; an opt-out selector sparing kube-node-lease
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector = notKubeSystem
+				w.Rules = []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.OperationAll}, []string{"*"}, []string{"*"})}
+			},
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-node-lease"}}}}
+				w.Rules = []admissionv1.RuleWithOperations{namespaced([]admissionv1.OperationType{admissionv1.OperationAll}, []string{"*"}, []string{"*"})}
+			}},
+		{NodeHeartbeatLockout, // nodes/status
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.Rules = []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes/status"}}}}
+			},
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.Rules = []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes/status"}}}}
+				w.FailurePolicy = "Ignore"
+			}},
+		{MatchConditionsUnanalysed,
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.MatchConditions = []admissionv1.MatchCondition{{Name: "labels", Expression: `object.metadata.labels["x"] == "y"`}}
+			},
+			func(w *webhook, _ *Policy, _ *Cluster) {
+				w.MatchConditions = []admissionv1.MatchCondition{{Name: "ns", Expression: `request.namespace == "apps"`}}
+			}},
 		{NoReadyEndpoints, // an ExternalName Service has no EndpointSlices: the API server calls its DNS name
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "empty" },
 			func(w *webhook, _ *Policy, _ *Cluster) { w.Service.Name = "external" }},
@@ -255,8 +368,8 @@ func TestCABundleNotPEM(t *testing.T) {
 	if a.CAErr == nil || !a.CAExpiry.IsZero() {
 		t.Errorf("CA: %v %v, want an error and no expiry", a.CAExpiry, a.CAErr)
 	}
-	if !slices.Equal(a.Findings, []string{TimeoutTooLong}) {
-		t.Errorf("findings %v, want only timeout_too_long", a.Findings)
+	if !slices.Equal(a.Findings, []string{TimeoutTooLong, CABundleInvalid}) {
+		t.Errorf("findings %v, want timeout_too_long and ca_bundle_invalid", a.Findings)
 	}
 	w.CABundle = nil
 	if a := Evaluate(w, cluster(), policy, now); !errors.Is(a.CAErr, ErrNoCABundle) {

@@ -51,7 +51,7 @@ func startCollector(t *testing.T, now time.Time, logs *bytes.Buffer, objs ...any
 	}
 	f.Start(ctx)
 	deadline := time.Now().Add(10 * time.Second)
-	for _, r := range c.Resources() {
+	for _, r := range append(c.Resources(), c.OptionalResources()...) {
 		for !f.Synced(r) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%v did not sync in 10 s", r)
@@ -82,7 +82,8 @@ func TestCollectExposition(t *testing.T) {
 		}},
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Labels: map[string]string{"kubernetes.io/metadata.name": "hooks"}}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "hooks", Name: "hook"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hook"}}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "hooks", Name: "hook"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hook"},
+		ClusterIP: "10.96.0.20", Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "hooks", Name: "hook-1", Labels: map[string]string{discoveryv1.LabelServiceName: "hook"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
@@ -93,6 +94,7 @@ func TestCollectExposition(t *testing.T) {
 	want := `
 # HELP kube_convergence_webhook_findings 1 while an admission webhook has a risky configuration, by finding, absent otherwise.
 # TYPE kube_convergence_webhook_findings gauge
+kube_convergence_webhook_findings{configuration="cfg",finding="ca_bundle_invalid",type="validating",webhook="a.kce.test"} 1
 kube_convergence_webhook_findings{configuration="cfg",finding="no_ready_endpoints",type="validating",webhook="a.kce.test"} 1
 kube_convergence_webhook_findings{configuration="cfg",finding="timeout_too_long",type="validating",webhook="a.kce.test"} 1
 # HELP kube_convergence_webhook_info Admission webhooks of the cluster's Validating- and MutatingWebhookConfigurations, 1 each, with their settings (v1 defaults applied).

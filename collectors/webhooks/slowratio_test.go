@@ -125,3 +125,95 @@ func TestParseWebhookHistogramsFilters(t *testing.T) {
 		t.Errorf("parsed %+v, want only %v with 4 calls at <= 0.5 s", h, k)
 	}
 }
+
+// withStart is an exposition of a replica started at start.
+func withStart(start float64, name string, calls []float64) string {
+	return fmt.Sprintf("# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"+
+		"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %g\n", start) + exposition(name, "validating", calls)
+}
+
+// Two API server replicas behind the kubernetes Service, read in turn: A
+// has 100 calls, 10 slow, then 120, 14 slow; B 1,000, none slow, then
+// 1,060. Compared read to read (the old way), B after A gives a ratio of
+// (1000-100 - (1000-90))/900 < 0 and A after B a count that went down.
+// Per replica: after A's second read, A's 20 calls, 4 slow: 0.2; after B's
+// second, A's 20 and B's 60, 4 slow: 4/80 = 0.05. A replica not read for
+// three intervals drops out.
+func TestSlowRatiosPerReplica(t *testing.T) {
+	k := hookKey{"w.example.com", admission.Validating}
+	timeouts := map[hookKey]time.Duration{k: 10 * time.Second}
+	calls := func(total, slow int) []float64 { return append(repeat(0.2, total-slow), repeat(3, slow)...) }
+	read := func(start float64, c []float64) scrape {
+		sc, err := parseScrape(strings.NewReader(withStart(start, "w.example.com", c)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	const a, b = 1.7e9, 1.7e9 + 42.5
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var in instances
+	steps := []struct {
+		sc   scrape
+		want float64 // NaN: none
+	}{
+		{read(a, calls(100, 10)), math.NaN()},
+		{read(b, calls(1000, 0)), math.NaN()},
+		{read(a, calls(120, 14)), 0.2},
+		{read(b, calls(1060, 0)), 0.05},
+	}
+	for i, st := range steps {
+		got, ok := in.add(st.sc, timeouts, t0.Add(time.Duration(i)*10*time.Second), 30*time.Second)[k]
+		if math.IsNaN(st.want) {
+			if ok {
+				t.Errorf("read %d: ratio %v, want none yet", i+1, got)
+			}
+			continue
+		}
+		if !ok || math.Abs(got-st.want) > 1e-9 {
+			t.Errorf("read %d: ratio %v (%v), want %v", i+1, got, ok, st.want)
+		}
+	}
+	// 40 s later only B is read again (20 more calls, 10 slow): A's last
+	// read is 70 s old, past the window of 30 s.
+	got := in.add(read(b, calls(1080, 10)), timeouts, t0.Add(70*time.Second), 30*time.Second)[k]
+	if got != 0.5 {
+		t.Errorf("after A dropped out: ratio %v, want B's 10/20", got)
+	}
+	if len(in.byStart) != 1 {
+		t.Errorf("%d replicas remembered, want 1", len(in.byStart))
+	}
+	// Reads of many replicas (restarts) keep at most maxInstances.
+	for i := range 3 * maxInstances {
+		in.add(read(float64(i), calls(10, 1)), timeouts, t0.Add(80*time.Second), 30*time.Second)
+	}
+	if len(in.byStart) > maxInstances {
+		t.Errorf("%d replicas remembered, want at most %d", len(in.byStart), maxInstances)
+	}
+}
+
+// Whatever the interleaving of two replicas' reads, and even without a
+// process start time to tell them apart, every ratio is within [0, 1].
+func TestSlowRatioBounded(t *testing.T) {
+	k := hookKey{"w.example.com", admission.Validating}
+	timeouts := map[hookKey]time.Duration{k: 10 * time.Second}
+	var in instances
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	totals := [2]int{100, 5000}
+	slows := [2]int{90, 0}
+	for i := range 200 {
+		r := (i * 7 / 3) % 2 // an irregular interleaving
+		totals[r] += 10 + i%13
+		slows[r] += (i % 5) * (1 - r)
+		c := append(repeat(0.2, totals[r]-slows[r]), repeat(3, slows[r])...)
+		sc, err := parseScrape(strings.NewReader(exposition("w.example.com", "validating", c)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h, v := range in.add(sc, timeouts, t0.Add(time.Duration(i)*time.Second), 3*time.Second) {
+			if v < 0 || v > 1 || math.IsNaN(v) {
+				t.Fatalf("read %d: ratio of %v = %v", i, h, v)
+			}
+		}
+	}
+}

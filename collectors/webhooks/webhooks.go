@@ -14,6 +14,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +58,7 @@ var (
 	}
 	webhookSlowRatio = metric.Family{
 		Name: "kube_convergence_webhook_slow_ratio", Type: metric.Gauge,
-		Help:   "Share of an admission webhook's calls, between the last two reads of the API server's metrics, slower than half of its timeout.",
+		Help:   "Share of an admission webhook's calls in the last interval, summed over the API server replicas read, slower than half of its timeout.",
 		Labels: []string{"webhook", "type"},
 	}
 	webhookFindings = metric.Family{
@@ -83,10 +84,13 @@ type Collector struct {
 	mu                                             sync.Mutex // guards the informers (set by Start), logged and slow
 	validating, mutating, namespaces, svcs, slices cache.SharedIndexInformer
 	logged                                         map[string]bool     // caBundle errors already logged, by webhook and bundle hash
+	cas, casNext                                   map[caKey]caResult  // caBundle verdicts of the last scrape, and of this one
 	slow                                           map[hookKey]float64 // slow ratios of the last interval (apiServerMetrics)
 	// sees: the namespaces whose Services this process reads (the
 	// factory's scope; nil: all). Set by Start.
 	sees func(ns string) bool
+	// slicesForbidden: RBAC denies EndpointSlices (Without); slices is nil.
+	slicesForbidden bool
 }
 
 // New returns the webhooks collector.
@@ -110,7 +114,21 @@ func (c *Collector) Name() string { return Name }
 // Resources implements collectors.Collector.
 func (c *Collector) Resources() []informers.Resource {
 	return []informers.Resource{informers.ValidatingWebhookConfigurations, informers.MutatingWebhookConfigurations,
-		informers.Namespaces, informers.Services, informers.EndpointSlices}
+		informers.Namespaces, informers.Services}
+}
+
+// OptionalResources implements collectors.Partial: without EndpointSlices
+// the audit runs and says endpoints_unknown where no_ready_endpoints would
+// be judged.
+func (c *Collector) OptionalResources() []informers.Resource {
+	return []informers.Resource{informers.EndpointSlices}
+}
+
+// Without implements collectors.Partial.
+func (c *Collector) Without(denied []informers.Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slicesForbidden = slices.Contains(denied, informers.EndpointSlices)
 }
 
 // Register implements collectors.Collector.
@@ -120,17 +138,24 @@ func (c *Collector) Register(reg prometheus.Registerer) error { return metric.Re
 // audit runs at scrape time on their caches) and, with
 // webhooks.apiServerMetrics.enabled, starts reading the API server's metrics.
 func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
-	infs := make([]cache.SharedIndexInformer, 0, 5)
-	for _, r := range c.Resources() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rs := c.Resources()
+	if !c.slicesForbidden {
+		rs = append(rs, informers.EndpointSlices)
+	}
+	infs := make([]cache.SharedIndexInformer, 0, len(rs))
+	for _, r := range rs {
 		inf, err := f.Informer(r)
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
 		infs = append(infs, inf)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.validating, c.mutating, c.namespaces, c.svcs, c.slices = infs[0], infs[1], infs[2], infs[3], infs[4]
+	c.validating, c.mutating, c.namespaces, c.svcs = infs[0], infs[1], infs[2], infs[3]
+	if !c.slicesForbidden {
+		c.slices = infs[4]
+	}
 	if scope := f.Scope(); scope.Sharded() || len(scope.Include)+len(scope.Exclude) > 0 {
 		c.sees = scope.Keeps
 	}
@@ -151,7 +176,7 @@ func (c *Collector) Start(ctx context.Context, f *informers.Factory) error {
 func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var prev map[hookKey]histogram
+	var replicas instances
 	failing := false
 	for {
 		// Each read has the interval as its deadline: a hung read must not
@@ -166,18 +191,15 @@ func (c *Collector) readSlowRatios(ctx context.Context, rc rest.Interface, inter
 			if !failing {
 				c.logger.Warn("cannot read the API server's webhook latency (webhooks.apiServerMetrics): no slow ratios", "err", err)
 			}
-			failing, prev = true, nil
+			failing, replicas = true, instances{}
 			c.mu.Lock()
 			c.slow = nil
 			c.mu.Unlock()
 		default:
 			failing = false
 			c.mu.Lock()
-			if prev != nil { // Start set the informers before starting this loop
-				c.slow = slowRatios(prev, cur, c.timeouts())
-			}
+			c.slow = replicas.add(cur, c.timeouts(), c.now(), 3*interval)
 			c.mu.Unlock()
-			prev = cur
 		}
 		select {
 		case <-ctx.Done():
@@ -222,6 +244,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, r := range c.slow {
 		ch <- prometheus.MustNewConstMetric(slowDesc, prometheus.GaugeValue, r, k.Webhook, k.Type)
 	}
+	c.casNext = make(map[caKey]caResult, len(c.cas))
+	defer func() { c.cas, c.casNext = c.casNext, nil }()
 	cl := c.cluster()
 	now := c.now()
 	unusable := map[string]bool{} // logCAOnce keys of this scrape
@@ -263,8 +287,40 @@ func (c *Collector) logCAOnce(w admission.Webhook, err error) string {
 	return key
 }
 
+// caKey is a webhook at one version of its configuration.
+type caKey struct{ Type, Configuration, Name, Version string }
+
+type caResult struct {
+	expiry time.Time
+	err    error
+}
+
+// ca is EarliestExpiry kept per configuration version: the verdicts of the
+// last scrape are reused, and only those of the webhooks seen in this one
+// are kept for the next (as many as there are webhooks). Call with c.mu
+// held.
+func (c *Collector) ca(w admission.Webhook) (time.Time, error) {
+	if w.Version == "" {
+		return EarliestExpiry(w.CABundle)
+	}
+	k := caKey{w.Type, w.Configuration, w.Name, w.Version}
+	r, ok := c.cas[k]
+	if !ok {
+		r.expiry, r.err = EarliestExpiry(w.CABundle)
+	}
+	c.casNext[k] = r
+	return r.expiry, r.err
+}
+
 // cluster reads the live Namespaces, Services and EndpointSlices.
 func (c *Collector) cluster() Cluster {
+	state := SlicesSyncing
+	switch {
+	case c.slicesForbidden:
+		state = SlicesForbidden
+	case c.slices.HasSynced():
+		state = SlicesSynced
+	}
 	return Cluster{
 		NamespaceLabels: func(ns string) (map[string]string, bool) {
 			o, ok, err := c.namespaces.GetStore().GetByKey(ns)
@@ -285,10 +341,13 @@ func (c *Collector) cluster() Cluster {
 			s, ok := o.(*corev1.Service)
 			return s, ok
 		},
+		ServicesSynced: c.svcs.HasSynced(),
 		ReadyEndpoints: func(ns, name string) int {
 			return readyEndpoints(informers.ByIndex[*discoveryv1.EndpointSlice](c.slices, informers.IndexService, ns+"/"+name))
 		},
-		Sees: c.sees,
+		Slices: state,
+		CA:     c.ca,
+		Sees:   c.sees,
 	}
 }
 

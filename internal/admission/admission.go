@@ -28,10 +28,13 @@ const (
 // with the API server's v1 defaults applied where a field is unset.
 type Webhook struct {
 	Configuration, Name, Type string
-	FailurePolicy             string // Fail, Ignore
-	SideEffects               string // None, NoneOnDryRun, Unknown, Some
-	MatchPolicy               string // Exact, Equivalent
-	ReinvocationPolicy        string // Never, IfNeeded; "" for validating webhooks
+	// Version is the configuration's resourceVersion ("" when decoded from
+	// a file): what a result computed from the webhook may be kept by.
+	Version            string
+	FailurePolicy      string // Fail, Ignore
+	SideEffects        string // None, NoneOnDryRun, Unknown, Some
+	MatchPolicy        string // Exact, Equivalent
+	ReinvocationPolicy string // Never, IfNeeded; "" for validating webhooks
 	// Service is the backing Service (namespace, name); nil for a URL client.
 	Service           *admissionv1.ServiceReference
 	CABundle          []byte
@@ -39,7 +42,8 @@ type Webhook struct {
 	Rules             []admissionv1.RuleWithOperations
 	NamespaceSelector *metav1.LabelSelector
 	ObjectSelector    *metav1.LabelSelector
-	MatchConditions   int
+	// MatchConditions are the CEL conditions, read by Conditions.
+	MatchConditions []admissionv1.MatchCondition
 }
 
 // Client is the `client` label: service or url.
@@ -73,14 +77,14 @@ func FromValidating(c *admissionv1.ValidatingWebhookConfiguration) []Webhook {
 	out := make([]Webhook, 0, len(c.Webhooks))
 	for _, h := range c.Webhooks {
 		out = append(out, Webhook{
-			Configuration: c.Name, Name: h.Name, Type: Validating,
+			Configuration: c.Name, Name: h.Name, Type: Validating, Version: c.ResourceVersion,
 			FailurePolicy: orDefault(h.FailurePolicy, string(admissionv1.Fail)),
 			SideEffects:   orDefault(h.SideEffects, ""),
 			MatchPolicy:   orDefault(h.MatchPolicy, string(admissionv1.Equivalent)),
 			Service:       h.ClientConfig.Service, CABundle: h.ClientConfig.CABundle,
 			Timeout: timeoutOf(h.TimeoutSeconds), Rules: h.Rules,
 			NamespaceSelector: h.NamespaceSelector, ObjectSelector: h.ObjectSelector,
-			MatchConditions: len(h.MatchConditions),
+			MatchConditions: h.MatchConditions,
 		})
 	}
 	return out
@@ -91,7 +95,7 @@ func FromMutating(c *admissionv1.MutatingWebhookConfiguration) []Webhook {
 	out := make([]Webhook, 0, len(c.Webhooks))
 	for _, h := range c.Webhooks {
 		out = append(out, Webhook{
-			Configuration: c.Name, Name: h.Name, Type: Mutating,
+			Configuration: c.Name, Name: h.Name, Type: Mutating, Version: c.ResourceVersion,
 			FailurePolicy:      orDefault(h.FailurePolicy, string(admissionv1.Fail)),
 			SideEffects:        orDefault(h.SideEffects, ""),
 			MatchPolicy:        orDefault(h.MatchPolicy, string(admissionv1.Equivalent)),
@@ -99,7 +103,7 @@ func FromMutating(c *admissionv1.MutatingWebhookConfiguration) []Webhook {
 			Service:            h.ClientConfig.Service, CABundle: h.ClientConfig.CABundle,
 			Timeout: timeoutOf(h.TimeoutSeconds), Rules: h.Rules,
 			NamespaceSelector: h.NamespaceSelector, ObjectSelector: h.ObjectSelector,
-			MatchConditions: len(h.MatchConditions),
+			MatchConditions: h.MatchConditions,
 		})
 	}
 	return out
@@ -194,31 +198,59 @@ func matchesAny(list []string, v string) bool {
 
 // Matches reports whether w may be called for req on an object with
 // objLabels in a namespace with nsLabels. Two things are not evaluated, so
-// they give possible matches: matchConditions (CEL), and matchPolicy
-// Equivalent, under which the API server also calls the webhook when its
-// rules match the same resource in another group or version (deployments
-// in extensions/v1beta1 for apps/v1), converting the object
-// (k8s.io/apiserver pkg/admission/plugin/webhook/generic/webhook.go,
-// ShouldCallHook with the equivalent resource registry). The registry is
-// the API server's; here a rule that names req's resource (not "*": no
-// other group's resources are equivalent to it) and matches req with its
-// groups and versions ignored counts.
+// they give possible matches: matchConditions (CEL), and which versions the
+// API server serves. Under matchPolicy Equivalent the API server also calls
+// the webhook when a rule matches an equivalent resource, checking the
+// rules in order against each one (k8s.io/apiserver v0.37.2
+// pkg/admission/plugin/webhook/generic/webhook.go:324-353, ShouldCallHook):
+// the equivalents are the resource in every version the API server serves
+// it in (a CRD's served versions), plus resources sharing its storage,
+// which on a v1.37 API server is only core events and events.k8s.io events
+// (k8s.io/kubernetes pkg/kubeapiserver/default_storage_factory_builder.go:
+// 141-148; the extensions cohabitants there are no longer served). Here a
+// rule counts when it matches req in any version of req's group or of that
+// cohabitant, "*" resources included.
 func (w Webhook) Matches(req Request, nsLabels, objLabels map[string]string) bool {
-	rules := RulesMatch(w.Rules, req) ||
-		(w.MatchPolicy == string(admissionv1.Equivalent) && RulesMatch(anyGroupVersion(w.Rules), req))
-	return rules && selects(w.NamespaceSelector, nsLabels) && selects(w.ObjectSelector, objLabels)
+	rules := RulesMatch(w.Rules, req)
+	if !rules && w.MatchPolicy == string(admissionv1.Equivalent) {
+		for _, eq := range Equivalents(req) {
+			if RulesMatch(anyVersion(w.Rules), eq) {
+				rules = true
+				break
+			}
+		}
+	}
+	// The namespaceSelector applies to namespaced resources, and to a
+	// Namespace itself (nsLabels are then its own labels); other
+	// cluster-scoped resources are never skipped by it.
+	nsOK := (!req.Namespaced && req.Resource != "namespaces") || selects(w.NamespaceSelector, nsLabels)
+	return rules && nsOK && selects(w.ObjectSelector, objLabels)
 }
 
-// anyGroupVersion is rules with every group and version allowed, keeping
-// only the resources named explicitly.
-func anyGroupVersion(rules []admissionv1.RuleWithOperations) []admissionv1.RuleWithOperations {
+// cohabitants are the served resources that share storage with a resource
+// of another group on a v1.37 API server.
+var cohabitants = map[[2]string][2]string{
+	{"", "events"}:              {"events.k8s.io", "events"},
+	{"events.k8s.io", "events"}: {"", "events"},
+}
+
+// Equivalents returns req and the requests for its cohabitant, if any; the
+// version is whatever req says (anyVersion on the rules ignores it).
+func Equivalents(req Request) []Request {
+	out := []Request{req}
+	if c, ok := cohabitants[[2]string{req.Group, req.Resource}]; ok {
+		eq := req
+		eq.Group, eq.Resource = c[0], c[1]
+		out = append(out, eq)
+	}
+	return out
+}
+
+// anyVersion is rules with every version allowed.
+func anyVersion(rules []admissionv1.RuleWithOperations) []admissionv1.RuleWithOperations {
 	out := make([]admissionv1.RuleWithOperations, 0, len(rules))
 	for _, r := range rules {
-		r.APIGroups, r.APIVersions = []string{"*"}, []string{"*"}
-		r.Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(res string) bool {
-			name, _, _ := strings.Cut(res, "/")
-			return name == "*"
-		})
+		r.APIVersions = []string{"*"}
 		out = append(out, r)
 	}
 	return out

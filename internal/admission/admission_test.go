@@ -54,32 +54,35 @@ func TestRulesMatch(t *testing.T) {
 }
 
 // Under matchPolicy Equivalent the API server also calls a webhook whose
-// rules name the same resource in another group or version: a possible
-// match. Exact is exact.
+// rules name the request's resource in another version of its group, "*"
+// included, or a resource sharing its storage (core and events.k8s.io
+// events); extensions/v1beta1 is not served on v1.37, so a rule there is
+// no equivalent of apps/v1. Exact is exact.
 func TestMatchesEquivalent(t *testing.T) {
-	req := Request{Operation: admissionv1.Create, Group: "apps", Version: "v1", Resource: "deployments", Namespaced: true}
-	w := Webhook{Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
-		Rule: admissionv1.Rule{APIGroups: []string{"extensions"}, APIVersions: []string{"v1beta1"}, Resources: []string{"deployments"}}}}}
-	for _, tc := range []struct {
-		policy   admissionv1.MatchPolicyType
-		resource string
-		want     bool
-	}{
-		{admissionv1.Equivalent, "deployments", true},
-		{admissionv1.Exact, "deployments", false},
-		{admissionv1.Equivalent, "replicasets", false},
-	} {
-		w.Rules[0].Resources = []string{"deployments"}
-		w.MatchPolicy = string(tc.policy)
-		r := req
-		r.Resource = tc.resource
-		if got := w.Matches(r, nil, nil); got != tc.want {
-			t.Errorf("%s webhook on extensions/v1beta1 deployments, request apps/v1 %s: Matches = %v, want %v", tc.policy, tc.resource, got, tc.want)
-		}
+	deploy := Request{Operation: admissionv1.Create, Group: "apps", Version: "v1", Resource: "deployments", Namespaced: true}
+	event := Request{Operation: admissionv1.Create, Group: "", Version: "v1", Resource: "events", Namespaced: true}
+	rule := func(group, version string, res ...string) []admissionv1.RuleWithOperations {
+		return []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
+			Rule: admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: res}}}
 	}
-	// A wildcard in another group has no equivalent of apps/v1 deployments.
-	w.MatchPolicy, w.Rules[0].Resources = string(admissionv1.Equivalent), []string{"*", "*/*"}
-	if w.Matches(req, nil, nil) {
-		t.Errorf("Equivalent webhook on extensions/v1beta1 *, */*: matches apps/v1 deployments")
+	for _, tc := range []struct {
+		policy admissionv1.MatchPolicyType
+		rules  []admissionv1.RuleWithOperations
+		req    Request
+		want   bool
+	}{
+		{admissionv1.Equivalent, rule("apps", "v1beta1", "deployments"), deploy, true},
+		{admissionv1.Exact, rule("apps", "v1beta1", "deployments"), deploy, false},
+		{admissionv1.Equivalent, rule("apps", "v1beta1", "*"), deploy, true},
+		{admissionv1.Equivalent, rule("apps", "v1beta1", "replicasets"), deploy, false},
+		{admissionv1.Equivalent, rule("extensions", "v1beta1", "deployments"), deploy, false},
+		{admissionv1.Equivalent, rule("extensions", "v1beta1", "*", "*/*"), deploy, false},
+		{admissionv1.Equivalent, rule("events.k8s.io", "v1", "events"), event, true},
+		{admissionv1.Exact, rule("events.k8s.io", "v1", "events"), event, false},
+	} {
+		w := Webhook{MatchPolicy: string(tc.policy), Rules: tc.rules}
+		if got := w.Matches(tc.req, nil, nil); got != tc.want {
+			t.Errorf("%s webhook on %v, request %+v: Matches = %v, want %v", tc.policy, tc.rules[0].Rule, tc.req, got, tc.want)
+		}
 	}
 }

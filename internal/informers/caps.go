@@ -52,6 +52,9 @@ const (
 	// reference the distribution grammar parses is 520 bytes (name 255,
 	// tag 128, sha512 digest 135).
 	MaxImage = 1024
+	// MaxServicePorts: the ports of a Service the cache keeps (numbers
+	// only, for the webhook audit); the API server bounds none.
+	MaxServicePorts = 32
 	// MaxKeptAnnotation: the value of an annotation Compact keeps: the
 	// longest it writes itself is AnnotationWriteManagers (four managers and
 	// their separators); the API's are integers and timestamps.

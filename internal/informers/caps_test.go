@@ -61,6 +61,7 @@ var retainedCaps = map[string]int{
 	"Status.UpdateRevision":                       informers.MaxName,
 	"Status.Phase":                                informers.MaxReason,
 	"Spec.Type":                                   informers.MaxReason,
+	"Spec.ClusterIP":                              len("None"), // only None (headless) is kept
 	"Spec.Selector{key}":                          informers.MaxQualifiedName,
 	"Spec.Selector{}":                             informers.MaxLabel,
 	"AddressType":                                 informers.MaxReason,

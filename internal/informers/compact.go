@@ -162,7 +162,20 @@ func Compact(obj any) (any, error) {
 		o.Status = corev1.NodeStatus{Conditions: kept}
 	case *corev1.Service:
 		compactMeta(&o.ObjectMeta)
-		o.Spec = corev1.ServiceSpec{Selector: o.Spec.Selector, PublishNotReadyAddresses: o.Spec.PublishNotReadyAddresses, Type: o.Spec.Type}
+		// The webhook audit reads the port numbers (a webhook's
+		// clientConfig.service.port must be one; at most MaxServicePorts
+		// are kept) and whether the Service is headless (clusterIP None:
+		// the API server cannot route a webhook call to it); no address.
+		var ports []corev1.ServicePort
+		for _, p := range o.Spec.Ports[:min(len(o.Spec.Ports), MaxServicePorts)] {
+			ports = append(ports, corev1.ServicePort{Port: p.Port})
+		}
+		headless := ""
+		if o.Spec.ClusterIP == corev1.ClusterIPNone {
+			headless = corev1.ClusterIPNone
+		}
+		o.Spec = corev1.ServiceSpec{Selector: o.Spec.Selector, PublishNotReadyAddresses: o.Spec.PublishNotReadyAddresses, Type: o.Spec.Type,
+			ClusterIP: headless, Ports: ports}
 		o.Status = corev1.ServiceStatus{}
 	case *eventsv1.Event:
 		compactEvent(o)

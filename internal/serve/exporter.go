@@ -178,7 +178,7 @@ func (e *Exporter) waitForAPIServer(ctx context.Context) error {
 }
 
 func (e *Exporter) startCollector(ctx context.Context, c collectors.Collector) {
-	denied, err := e.permissions(ctx, c)
+	denied, err := e.permissions(ctx, c, c.Resources())
 	if err != nil {
 		return // ctx ended while a review was unanswered
 	}
@@ -186,6 +186,20 @@ func (e *Exporter) startCollector(ctx context.Context, c collectors.Collector) {
 		e.setState(c.Name(), stateForbidden)
 		e.logger.Error("collector disabled: RBAC forbids list/watch", "collector", c.Name(), "denied", strings.Join(denied, ", "))
 		return
+	}
+	if p, ok := c.(collectors.Partial); ok {
+		var without []informers.Resource
+		for _, r := range p.OptionalResources() {
+			d, err := e.permissions(ctx, c, []informers.Resource{r})
+			if err != nil {
+				return
+			}
+			if len(d) > 0 {
+				without = append(without, r)
+				e.logger.Warn("collector runs without a resource RBAC forbids", "collector", c.Name(), "denied", strings.Join(d, ", "))
+			}
+		}
+		p.Without(without)
 	}
 	if err := c.Start(ctx, e.factory); err != nil {
 		e.setState(c.Name(), stateFailed)
@@ -204,9 +218,9 @@ func (e *Exporter) startCollector(ctx context.Context, c collectors.Collector) {
 // which keeps /readyz at 503 and says why there. Before, one failed review
 // disabled the collector for the life of the process and /readyz turned 200.
 // The error is only returned when ctx ends.
-func (e *Exporter) permissions(ctx context.Context, c collectors.Collector) ([]string, error) {
+func (e *Exporter) permissions(ctx context.Context, c collectors.Collector, resources []informers.Resource) ([]string, error) {
 	var denied []string
-	for _, r := range c.Resources() {
+	for _, r := range resources {
 		for _, verb := range []string{"list", "watch"} {
 			backoff := e.reviewBackoff
 			for attempt := 1; ; attempt++ {
