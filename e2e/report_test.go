@@ -203,21 +203,24 @@ func promIncrease(s *omSeries, start, end time.Time) (float64, bool) {
 	return inc * (sampled + toStart + toEnd) / sampled, true
 }
 
-// expectExhaustion is the report's definition of exhaustion, from the test's own
-// increase() numbers: the remaining share of the window's budget over the
-// 1d burn rate, in windows: at + remainingRatio x window / burnRate1d;
-// exhausted with no budget left, "not at the current rate" when the last
-// day burnt nothing.
+// expectExhaustion is the report's definition of exhaustion, from the
+// test's own increase() numbers: B = (1 - objective) x the window's events
+// - its bad events, r = the last day's bad events per day; exhausted when
+// B <= 0; "not at this rate" when r is 0 or B / r is at least the window;
+// else at + B / r.
 func expectExhaustion(window, day expectation, windowLen time.Duration, budget float64) (string, time.Time) {
-	remainingRatio := (budget*window.total() - window.bad) / (budget * window.total())
-	if remainingRatio <= 0 {
+	remaining := budget*window.total() - window.bad
+	if remaining <= 0 {
 		return report.ExhaustionExhausted, time.Time{}
 	}
-	burn1d := day.bad / day.total() / budget
-	if !(burn1d > 0) {
+	if !(day.bad > 0) {
 		return report.ExhaustionNever, time.Time{}
 	}
-	return report.ExhaustionProjected, reportAt.Add(time.Duration(remainingRatio * float64(windowLen) / burn1d))
+	d := time.Duration(remaining / day.bad * float64(24*time.Hour))
+	if d >= windowLen {
+		return report.ExhaustionNever, time.Time{}
+	}
+	return report.ExhaustionProjected, reportAt.Add(d)
 }
 
 // events sums the increases of the selected series.
@@ -284,6 +287,13 @@ const reportStrictSLO = `  - name: rollouts-strict
 // it; the test's cleanup stops it.
 func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, buckets, exceeded []*omSeries, extraArgs ...string) *sandbox.Prometheus {
 	t.Helper()
+	return startBackfilledPrometheusScraping(ctx, t, dir, buckets, exceeded, nil, extraArgs...)
+}
+
+// startBackfilledPrometheusScraping is startBackfilledPrometheus with
+// scrape targets, which the targets API lists.
+func startBackfilledPrometheusScraping(ctx context.Context, t *testing.T, dir string, buckets, exceeded []*omSeries, targets []sandbox.ScrapeTarget, extraArgs ...string) *sandbox.Prometheus {
+	t.Helper()
 	om := filepath.Join(dir, "history.om")
 	if err := writeOpenMetrics(om, buckets, exceeded); err != nil {
 		t.Fatal(err)
@@ -303,7 +313,8 @@ func startBackfilledPrometheus(ctx context.Context, t *testing.T, dir string, bu
 	}
 	t.Logf("backfilled %d series in %v", len(buckets)+len(exceeded), time.Since(start).Round(time.Millisecond))
 	prom, err := sandbox.StartPrometheus(ctx, sandbox.PrometheusOptions{
-		Dir: promDir,
+		Dir:     promDir,
+		Targets: targets,
 		// Far longer than the history, which ends weeks before now.
 		ExtraArgs: append([]string{"--storage.tsdb.retention.time=3650d"}, extraArgs...),
 	})
@@ -369,9 +380,11 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 	if !strings.Contains(stderr, "backfill-rollouts-strict:") || strings.Count(stderr, "below the objective") != 1 {
 		t.Errorf("stderr %q should name backfill-rollouts-strict, and only it, as below its objective", stderr)
 	}
-	text, _, code := run("-f", sloFile, "--format", "text", "--fail-on-breach")
+	// (--allow-no-data: the file's nowhere SLO has no data, exit 4
+	// otherwise; TestReportGateOn3mScrapes.)
+	text, _, code := run("-f", sloFile, "--format", "text", "--fail-on-breach", "--allow-no-data")
 	if code != 0 {
-		t.Errorf("report --fail-on-breach without the strict SLO: exit %d, want 0", code)
+		t.Errorf("report --fail-on-breach --allow-no-data without the strict SLO: exit %d, want 0", code)
 	}
 	t.Logf("the text report:\n%s", text)
 	if _, _, code := run("-f", strictFile, "--format", "markdown"); code != 0 {
@@ -513,8 +526,8 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 			t.Errorf("the 99%% SLO burns at 10x in the last hour: want no tier firing, got %q", gotTier)
 		}
 
-		// Exhaustion at the 1d burn rate: at + remainingRatio x window /
-		// burnRate1d, within the 1e-4 the event counts are held to.
+		// Exhaustion at the last day's bad events: at + B / r, within the
+		// 1e-4 the event counts are held to.
 		day := expectEvents(buckets, exceeded, reportAt.Add(-24*time.Hour), reportAt, available)
 		nearPtr(s.ID+" 1d burn rate", s.Exhaustion.BurnRate1d, day.bad/day.total()/(1-obj))
 		wantState, wantAt := expectExhaustion(want, day, reportAt.Sub(windowStart), 1-obj)
@@ -524,7 +537,10 @@ func TestReportOnBackfilledHistory(t *testing.T) {
 		if s.ID == "backfill-rollouts" && wantState != report.ExhaustionProjected {
 			t.Errorf("the 99%% SLO keeps some budget and burns in the last day: want a projected date, got %q", wantState)
 		}
-		t.Logf("%s: budget runs out: %s %v", s.ID, s.Exhaustion.State, s.Exhaustion.At)
+		if wantState == report.ExhaustionExhausted && (s.Exhaustion.Since == nil || !s.Exhaustion.Since.After(windowStart) || s.Exhaustion.Since.After(reportAt)) {
+			t.Errorf("%s: exhausted since %v, want a minute of the window", s.ID, s.Exhaustion.Since)
+		}
+		t.Logf("%s: budget runs out: %s at %v, since %v", s.ID, s.Exhaustion.State, s.Exhaustion.At, s.Exhaustion.Since)
 
 		// The gap and the day without traffic, as such.
 		if len(s.Gaps) != 1 || !s.Gaps[0].Start.Equal(gapFrom.Add(-time.Minute)) || !s.Gaps[0].End.Equal(gapTo.Add(-time.Minute)) || s.Gaps[0].Duration != "3h" {

@@ -29,11 +29,15 @@ const (
 	reportError    = 1
 	reportUsage    = 2
 	reportBreached = 3
+	// reportUnanswered: with --fail-on-breach, an SLO without data or
+	// events, or with a partial answer: a gate cannot pass what was not
+	// measured.
+	reportUnanswered = 4
 )
 
 // addReportCommand adds `report` (docs/report.md).
 func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdout, stderr io.Writer) (handled bool, exitCode int)) {
-	cmd := app.Command("report", "Burn-rate report of the SLOs of an SLO file, from the raw series in any Prometheus-compatible API (Prometheus, Thanos, Mimir): attainment, error budget, burn rates, worst namespaces and kinds, months, gaps (docs/report.md). Exit 0; 1 on an error; 2 on bad usage; 3 with --fail-on-breach when an SLO is below its objective.")
+	cmd := app.Command("report", "Burn-rate report of the SLOs of an SLO file, from the raw series in any Prometheus-compatible API (Prometheus, Thanos, Mimir): attainment, error budget, burn rates, worst namespaces and kinds, months, gaps (docs/report.md). Exit 0; 1 on an error; 2 on bad usage; 3 with --fail-on-breach when an SLO is below its objective; 4 with --fail-on-breach when none is but one has no data, no events or a partial answer.")
 	promURL := cmd.Flag("prometheus.url", "Base URL of the query API, e.g. http://prometheus:9090 or Mimir's http://mimir/prometheus.").Required().String()
 	file := cmd.Flag("file", "The SLO file (as for slo validate); --file=- reads standard input.").Short('f').Required().String()
 	window := cmd.Flag("window", "The report window, e.g. 7d; default: each SLO's period.").Default("").String()
@@ -45,7 +49,9 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 	// 5m: a 30-day SLO takes a few dozen queries, each over at most
 	// 10,000 steps (under a second each on the e2e Prometheus).
 	timeout := cmd.Flag("timeout", "Bound on the whole run, every query included.").Default("5m").Duration()
-	failOnBreach := cmd.Flag("fail-on-breach", "Exit 3 when any SLO's attainment is below its objective.").Bool()
+	failOnBreach := cmd.Flag("fail-on-breach", "Exit 3 when any SLO's attainment is below its objective; else 4 when any SLO has no data, no events, or a partial answer (API warnings).").Bool()
+	allowNoData := cmd.Flag("allow-no-data", "With --fail-on-breach, pass SLOs without data or events (a partial answer still exits 4).").Bool()
+	scrapeInterval := cmd.Flag("scrape-interval", "The scrape interval gaps are judged against (a gap: no sample for more than two intervals); default: the targets API's scrapeInterval for the SLI's job, else the samples' spacing.").Default("0s").Duration()
 
 	return func(c string, stdout, stderr io.Writer) (bool, int) {
 		if c != cmd.FullCommand() {
@@ -86,14 +92,25 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 				return usage("--at %q: %v", *at, err)
 			}
 		}
-		f, err := slo.Load(*file, os.Stdin)
-		if err == nil {
-			// Fail exactly as slo validate does.
-			_, err = slo.Generate(f)
+		if *scrapeInterval < 0 {
+			return usage("--scrape-interval %s: want a positive duration such as 1m", *scrapeInterval)
 		}
+		// What the API says (its warnings, its errors, the retries' causes)
+		// is the server's text, a warning of the SLO file the user's:
+		// escaped as a whole (terminalText), so that no terminal control
+		// in it reaches the terminal.
+		logf := func(format string, args ...any) {
+			fmt.Fprintf(stderr, "kube-convergence-exporter: report: %s\n", terminalText(fmt.Sprintf(format, args...)))
+		}
+		// Fail as slo validate does, except for what concerns only the
+		// rules: a report needs no alert windows (report.LoadFile).
+		f, fileWarnings, err := report.LoadFile(*file, os.Stdin)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return true, reportError
+		}
+		for _, w := range fileWarnings {
+			logf("warning: %s", w)
 		}
 		client, err := apiClient(u, *httpConfig)
 		if err != nil {
@@ -105,13 +122,11 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		// What the API says (its warnings, its errors, the retries' causes)
-		// is the server's text: escaped as a whole (terminalText), so that
-		// no terminal control in it reaches the terminal.
-		logf := func(format string, args ...any) {
-			fmt.Fprintf(stderr, "kube-convergence-exporter: report: %s\n", terminalText(fmt.Sprintf(format, args...)))
-		}
-		r, err := report.Build(ctx, v1.NewAPI(report.NewClient(client, logf)), f, report.Options{At: end, Window: w, Location: loc, Source: source})
+		qc := report.NewClient(client, logf)
+		r, err := report.Build(ctx, v1.NewAPI(qc), f, report.Options{
+			At: end, Window: w, Location: loc, Source: source,
+			ScrapeInterval: *scrapeInterval, Targets: report.TargetsFrom(qc), FileWarnings: fileWarnings,
+		})
 		if r != nil {
 			// Before the error, too: a partial response may explain it.
 			for _, w := range r.Warnings {
@@ -133,6 +148,18 @@ func addReportCommand(app *kingpin.Application) (dispatch func(cmd string, stdou
 				}
 			}
 			return true, reportBreached
+		}
+		if *failOnBreach {
+			if why := r.Unanswered(*allowNoData); len(why) > 0 {
+				hint := "--allow-no-data passes no data and no events"
+				if *allowNoData {
+					hint = "--allow-no-data never passes a partial answer"
+				}
+				for _, w := range why {
+					logf("%s: not measured, so not passed by --fail-on-breach (%s)", w, hint)
+				}
+				return true, reportUnanswered
+			}
 		}
 		return true, reportOK
 	}

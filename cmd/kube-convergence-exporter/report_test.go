@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -52,6 +53,7 @@ func TestReportUsageErrorsExit2(t *testing.T) {
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--at", "1e300"}, `--at "1e300": want RFC 3339`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--timezone", "Mars/Olympus"}, `--timezone "Mars/Olympus"`},
 		{[]string{"report", "--prometheus.url", u, "-f", file, "--format", "pdf"}, "enum value must be one of text,markdown,json,html"},
+		{[]string{"report", "--prometheus.url", u, "-f", file, "--scrape-interval=-1m"}, "--scrape-interval -1m0s: want a positive duration"},
 	} {
 		code, _, errs := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
@@ -241,6 +243,86 @@ func TestReportEscapesAPIWarningsAndErrors(t *testing.T) {
 		code, _, errs := runCLI(t, "report", "--prometheus.url", c.url, "-f", file, "--at", "1762776000")
 		if code != c.code || strings.Contains(errs, "\x1b") || !strings.Contains(errs, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want %d, %s and no raw ESC", c.url, code, errs, c.code, c.want)
+		}
+	}
+}
+
+// answeringAPI answers every query with no series, with the warnings.
+func answeringAPI(t *testing.T, warnings ...string) *httptest.Server {
+	t.Helper()
+	ws, _ := json.Marshal(append([]string{}, warnings...))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		typ := "vector"
+		if strings.HasSuffix(r.URL.Path, "/query_range") {
+			typ = "matrix"
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":%q,"result":[]},"warnings":%s}`, typ, ws)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A 1d period with the default tiers: slo validate refuses it (no ticket
+// pair is left), report warns, on stderr and in the JSON, and reports.
+func TestReportOneDayPeriodIsAWarning(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	doc := strings.Replace(reportSLOFile, "period: 7d", "period: 1d", 1)
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vcode, _, verrs := runCLI(t, "slo", "validate", "-f", file)
+	if vcode != 1 || !strings.Contains(verrs, "no window pair is left for a 1d period") {
+		t.Fatalf("slo validate: exit %d, stderr %q; want 1 and the 1d period refused", vcode, verrs)
+	}
+	code, out, errs := runCLI(t, "report", "--prometheus.url", answeringAPI(t).URL, "-f", file, "--format", "json", "--at", "1762776000")
+	if code != 0 {
+		t.Fatalf("report: exit %d, stderr %q; want 0", code, errs)
+	}
+	want := strings.TrimSpace(verrs)
+	if !strings.Contains(errs, "report: warning: "+want+"; a report needs no alert rules and goes on without the ticket tier's burn rates") {
+		t.Errorf("stderr %q lacks the warning %q", errs, want)
+	}
+	var r struct {
+		FileWarnings []string `json:"fileWarnings"`
+		SLOs         []struct {
+			BurnRates []struct{ Tier, Long string } `json:"burnRates"`
+		} `json:"slos"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.FileWarnings) != 1 || !strings.HasPrefix(r.FileWarnings[0], want) {
+		t.Errorf("fileWarnings %q, want %q", r.FileWarnings, want)
+	}
+	if len(r.SLOs) != 1 || len(r.SLOs[0].BurnRates) != 1 || r.SLOs[0].BurnRates[0].Tier != "page" || r.SLOs[0].BurnRates[0].Long != "1h" {
+		t.Errorf("burn rates %+v, want the page's 1h/5m alone", r.SLOs)
+	}
+}
+
+// --fail-on-breach does not pass what was not measured: exit 4 for no
+// data (the empty API), 0 with --allow-no-data; a partial answer (API
+// warnings) exits 4 with --allow-no-data too.
+func TestReportFailOnBreachUnanswered(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slos.yaml")
+	if err := os.WriteFile(file, []byte(reportSLOFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty, partial := answeringAPI(t).URL, answeringAPI(t, "partial response: store down").URL
+	for _, c := range []struct {
+		url  string
+		args []string
+		code int
+		want string
+	}{
+		{empty, nil, 0, ""},
+		{empty, []string{"--fail-on-breach"}, 4, "shop-rollouts: no data: not measured"},
+		{empty, []string{"--fail-on-breach", "--allow-no-data"}, 0, ""},
+		{partial, []string{"--fail-on-breach", "--allow-no-data"}, 4, "shop-rollouts: partial answer: 1 API warning(s): not measured"},
+	} {
+		code, _, errs := runCLI(t, append([]string{"report", "--prometheus.url", c.url, "-f", file, "--at", "1762776000"}, c.args...)...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.want)
 		}
 	}
 }

@@ -2,14 +2,17 @@ package report
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -28,7 +31,25 @@ type Options struct {
 	// Source names the API in the report and in errors (its URL); a
 	// password in it is redacted (url.URL.Redacted).
 	Source string
+	// ScrapeInterval, when non-zero, is the interval gaps are judged
+	// against (--scrape-interval); else Targets tells it, else the
+	// samples.
+	ScrapeInterval time.Duration
+	// Targets lists the API's active scrape targets (TargetsFrom); nil,
+	// or an error from it, leaves the interval to the samples.
+	Targets TargetsFunc
+	// FileWarnings go into the report as they are (LoadFile's).
+	FileWarnings []string
 }
+
+// Target is an active scrape target: its job label and scrape interval.
+type Target struct {
+	Job            string
+	ScrapeInterval time.Duration
+}
+
+// TargetsFunc returns the active scrape targets.
+type TargetsFunc func(ctx context.Context) ([]Target, error)
 
 // maxPoints is the most steps one range query asks for: Prometheus
 // refuses more than 11,000 points per series ("exceeded maximum
@@ -59,10 +80,11 @@ func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, er
 	if u, err := url.Parse(o.Source); err == nil {
 		o.Source = u.Redacted()
 	}
-	r := &Report{At: at, Source: o.Source, Timezone: loc.String(), SLOs: []SLO{}, Warnings: []string{}}
+	r := &Report{At: at, Source: o.Source, Timezone: loc.String(), SLOs: []SLO{}, Warnings: []string{}, FileWarnings: append([]string{}, o.FileWarnings...)}
+	targets := &targetCache{list: o.Targets}
 	for i := range f.SLOs {
 		q := &querier{api: api, source: o.Source, slo: &f.SLOs[i], seen: map[string]bool{}}
-		s, err := q.report(ctx, at, o.Window, loc)
+		s, err := q.report(ctx, at, o.Window, loc, o.ScrapeInterval, targets)
 		for _, w := range q.warnings {
 			r.Warnings = append(r.Warnings, q.slo.ID()+": "+w)
 		}
@@ -70,9 +92,133 @@ func Build(ctx context.Context, api v1.API, f *slo.File, o Options) (*Report, er
 			// The warnings may say why (a store down behind Thanos).
 			return &Report{Source: r.Source, Warnings: r.Warnings}, err
 		}
+		r.Partial = r.Partial || s.Partial
 		r.SLOs = append(r.SLOs, s)
 	}
 	return r, nil
+}
+
+// targetCache asks for the targets once per report, when an SLO first
+// needs them.
+type targetCache struct {
+	list    TargetsFunc
+	done    bool
+	targets []Target
+}
+
+func (c *targetCache) get(ctx context.Context) []Target {
+	if !c.done && c.list != nil {
+		// An API without the targets API (Mimir, a Thanos Query without
+		// target stores) leaves the interval to the samples.
+		c.targets, _ = c.list(ctx)
+	}
+	c.done = true
+	return c.targets
+}
+
+// scrapeInterval is the interval gaps are judged against: the flag; else
+// the largest scrape interval of the active targets of the SLI's jobs
+// (the slowest target's samples are the sparsest: judged at a faster
+// one's interval, each of its scrapes would leave a gap); else the
+// samples' median spacing; else 1m.
+func (q *querier) scrapeInterval(ctx context.Context, at time.Time, window time.Duration, flag time.Duration, targets *targetCache, ms *minutes) (time.Duration, string, error) {
+	if flag > 0 {
+		return flag, IntervalFlag, nil
+	}
+	if ts := targets.get(ctx); len(ts) > 0 {
+		jobs, err := q.jobs(ctx, at, window)
+		if err != nil {
+			return 0, "", err
+		}
+		var longest time.Duration
+		for _, t := range ts {
+			if jobs[t.Job] {
+				longest = max(longest, t.ScrapeInterval)
+			}
+		}
+		if longest > 0 {
+			return longest, IntervalTargets, nil
+		}
+	}
+	if d := ms.sampleSpacing(); d > 0 {
+		return d, IntervalSamples, nil
+	}
+	return minute, IntervalDefault, nil
+}
+
+// jobs are the job labels of the series the SLI reads in the window.
+func (q *querier) jobs(ctx context.Context, at time.Time, window time.Duration) (map[string]bool, error) {
+	var sels []string
+	if gm := q.slo.SLI.GoodMinutes; gm != nil {
+		s, err := selectorsOf(gm.CountWhen)
+		if err != nil {
+			return nil, err
+		}
+		sels = s
+	} else {
+		s, _, err := seriesSelectors(q.slo.SLI)
+		if err != nil {
+			return nil, err
+		}
+		sels = s
+	}
+	jobs := map[string]bool{}
+	if len(sels) == 0 {
+		return jobs, nil
+	}
+	counts := make([]string, len(sels))
+	for i, s := range sels {
+		counts[i] = "count_over_time(" + s + "[" + promDuration(window) + "])"
+	}
+	v, err := q.instant(ctx, "group by (job) ("+strings.Join(counts, " or ")+")", at)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range v {
+		jobs[string(s.Metric["job"])] = true
+	}
+	return jobs, nil
+}
+
+// TargetsFrom lists the active targets of /api/v1/targets through c. The
+// client_golang API drops scrapeInterval (its ActiveTarget has no such
+// field), so the answer is read here.
+func TargetsFrom(c api.Client) TargetsFunc {
+	return func(ctx context.Context) ([]Target, error) {
+		u := c.URL("/api/v1/targets", nil)
+		u.RawQuery = "state=active"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, body, err := c.Do(ctx, req) //nolint:bodyclose // api.Client.Do reads the body and closes it
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %s", u.Redacted(), resp.Status)
+		}
+		var answer struct {
+			Data struct {
+				ActiveTargets []struct {
+					Labels         map[string]string `json:"labels"`
+					ScrapeInterval string            `json:"scrapeInterval"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &answer); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", u.Redacted(), err)
+		}
+		var out []Target
+		for _, t := range answer.Data.ActiveTargets {
+			d, err := model.ParseDuration(t.ScrapeInterval)
+			if err != nil || d <= 0 {
+				continue
+			}
+			out = append(out, Target{Job: t.Labels["job"], ScrapeInterval: time.Duration(d)})
+		}
+		return out, nil
+	}
 }
 
 // querier runs the queries of one SLO and keeps the API's warnings.
@@ -485,7 +631,7 @@ func (q *querier) worst(ctx context.Context, at time.Time, window time.Duration,
 	return w, nil
 }
 
-func (q *querier) report(ctx context.Context, at time.Time, window time.Duration, loc *time.Location) (SLO, error) {
+func (q *querier) report(ctx context.Context, at time.Time, window time.Duration, loc *time.Location, flagInterval time.Duration, targets *targetCache) (SLO, error) {
 	s := q.slo
 	if window == 0 {
 		window = s.Period
@@ -505,12 +651,10 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	}
 	r.Events, r.Status, r.Attainment, r.Budget = e, status(e, present, obj), attainment(e), budgetOf(e, budget)
 
-	day, _, err := q.counts(ctx, at, slo.Day)
+	recent, _, err := q.counts(ctx, at, recentWindow)
 	if err != nil {
 		return r, err
 	}
-
-	r.Exhaustion = exhaustionOf(at, window, r.Budget, day, budget)
 
 	// The kept alert window pairs of both tiers, as the rules have them.
 	for _, t := range []struct {
@@ -556,7 +700,19 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	if err != nil {
 		return r, err
 	}
-	r.Gaps, r.ZeroTraffic = ms.gaps(loc), ms.zeroTraffic(loc)
+	interval, source, err := q.scrapeInterval(ctx, at, window, flagInterval, targets, ms)
+	if err != nil {
+		return r, err
+	}
+	minSteps := gapSteps(interval)
+	r.ScrapeInterval = ScrapeInterval{Interval: formatDuration(interval), Source: source, MinGap: formatDuration(time.Duration(minSteps) * minute)}
+	r.Gaps, r.GapsOmitted = boundGaps(ms.gaps(minSteps, loc), MaxGapRows)
+	r.ZeroTraffic = ms.zeroTraffic(minSteps, loc)
+
+	r.Exhaustion = exhaustionOf(at, window, r.Budget, recent, budget)
+	if r.Exhaustion.State == ExhaustionExhausted {
+		r.Exhaustion.Since = ms.budgetSpentAt(r.Budget.Total, e.Bad, loc)
+	}
 	step := chartStep(window)
 	r.Chart = Chart{Step: formatDuration(time.Duration(step) * minute), Points: ms.chart(step, budget, loc), BadApportioned: ms.apportioned}
 	r.Start, r.End = r.Start.In(loc), r.End.In(loc)
@@ -564,5 +720,6 @@ func (q *querier) report(ctx context.Context, at time.Time, window time.Duration
 	if r.Warnings == nil {
 		r.Warnings = []string{}
 	}
+	r.Partial = len(r.Warnings) > 0
 	return r, nil
 }

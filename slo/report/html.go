@@ -83,12 +83,13 @@ type htmlSLO struct {
 
 func renderHTML(w *bytes.Buffer, r *Report) error {
 	data := struct {
-		Title    string
-		Warnings []string
-		SLOs     []htmlSLO
-		Width    float64
-		Height   float64
-	}{Title: header(r), Warnings: r.Warnings, Width: chartWidth, Height: chartHeight}
+		Title        string
+		Warnings     []string
+		FileWarnings []string
+		SLOs         []htmlSLO
+		Width        float64
+		Height       float64
+	}{Title: header(r), Warnings: r.Warnings, FileWarnings: r.FileWarnings, Width: chartWidth, Height: chartHeight}
 	pct := func(v float64) string { return fmtPercent(&v) }
 	for i := range r.SLOs {
 		s := &r.SLOs[i]
@@ -134,6 +135,10 @@ svg.chart text { font-size: 11px; fill: #555; }
 {{- if .Warnings}}
 <p class="warning">The API returned warnings; numbers may be partial:</p>
 <ul class="warning">{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>
+{{- end}}
+{{- if .FileWarnings}}
+<p class="warning">The SLO file has problems that concern only its rules; the report goes on without them:</p>
+<ul class="warning">{{range .FileWarnings}}<li>{{.}}</li>{{end}}</ul>
 {{- end}}
 {{- range .SLOs}}
 <section id="{{.ID}}">

@@ -7,15 +7,28 @@ import (
 	"github.com/kube-convergence/kube-convergence-exporter/slo"
 )
 
-// minute is the resolution of gaps, zero traffic and charts: the issue's
-// definition of a gap is a run of at least two 1-minute steps without a
-// sample of the SLI's total series.
+// minute is the resolution of gaps, zero traffic and charts: the SLI is
+// read at 1-minute steps.
 const minute = time.Minute
 
-// minGap is the shortest gap reported: one missing minute is a scrape
-// that came a little late (a 1m scrape interval puts samples 60 s apart,
-// and jitter moves one out of its minute), two are not.
-const minGap = 2
+// gapSteps is the fewest consecutive 1-minute steps without a sample that
+// make a gap at a scrape interval: more than two intervals without a
+// sample, ceil(2 x interval / 1m), and at least 2. One missed scrape
+// leaves 2 intervals between samples and is not a gap; two are. At 1m
+// (and below, where a minute cannot see a single miss) this is the old
+// rule, one missing minute is a late scrape and two are a gap. At 3m the
+// rule of two minutes found a gap between every two samples: 14,400 rows
+// in 30 days (issue 26). The rule evaluation interval plays no part: the
+// report reads the raw series, not recorded ones.
+func gapSteps(interval time.Duration) int {
+	return max(2, int((2*interval+minute-1)/minute))
+}
+
+// MaxGapRows is the most gaps a report lists: the longest, in time
+// order, and "N more" for the others. A scrape interval misjudged (or a
+// target scraped now and then) must not make a report of thousands of
+// rows; ten is more than a healthy month has.
+const MaxGapRows = 10
 
 // MinZeroTraffic is the shortest run without events reported as zero
 // traffic. Shorter quiet runs are the normal life of rollout SLIs (a night
@@ -70,32 +83,40 @@ func burnRate(e Events, budget float64) *float64 {
 	return ptr(e.Bad / e.Total / budget)
 }
 
-// maxExhaustion is the furthest projection reported as a date: beyond a
-// century a date says nothing a reader can act on, and time.Time stops
-// marshalling to JSON at year 9999 (encoding/json's RFC 3339 limit).
-const maxExhaustion = 100 * 365 * slo.Day
+// recentWindow is the window of the recent bad-event rate r of the
+// exhaustion projection: the last day, as the 1d burn rate the ticket
+// tier reads.
+const recentWindow = slo.Day
 
-// exhaustionOf is the date the budget runs out at the 1d burn rate (issue
-// 16): the remaining budget over the budget burnt per unit of time. The
-// window's budget is budget x total events, spent at a 1x burn rate in one
-// window, so at the last day's burn rate the remaining share lasts
-// remainingRatio x window / burnRate1d. A last day that burnt nothing (or
-// had no events) projects nothing: "not at the current rate".
-func exhaustionOf(at time.Time, window time.Duration, b Budget, day Events, budget float64) Exhaustion {
-	x := Exhaustion{BurnRate1d: burnRate(day, budget)}
+// exhaustionOf projects when the window's remaining budget runs out at the
+// recent bad-event rate (issue 26): B = budget x total events of the
+// window - bad events of the window (Budget.Remaining), r = bad events of
+// the last day per day; exhausted when B <= 0; "not at this rate" when
+// r is 0 or B / r is not shorter than the window (a budget that lasts a
+// window at this rate lasts for good: a window later every event now in
+// it has left it, and a 1x burn rate spends a window's budget in exactly
+// one window); else at + B / r. Counted in events, not ratios: the ratio
+// formula (remaining ratio x window / 1d burn rate) divides by the last
+// day's error ratio, which says nothing of how many bad events a day
+// brings when the last day's traffic is not the window's average.
+func exhaustionOf(at time.Time, window time.Duration, b Budget, recent Events, budget float64) Exhaustion {
+	x := Exhaustion{
+		BurnRate1d: burnRate(recent, budget), RecentWindow: formatDuration(recentWindow), RecentBad: recent.Bad,
+		Horizon: at.Add(window),
+	}
 	switch {
 	case b.RemainingRatio == nil:
 		x.State = ExhaustionNoEvents
 		return x
-	case *b.RemainingRatio <= 0:
+	case b.Remaining <= 0:
 		x.State = ExhaustionExhausted
 		return x
-	case x.BurnRate1d == nil || *x.BurnRate1d <= 0:
+	case recent.Bad <= 0:
 		x.State = ExhaustionNever
 		return x
 	}
-	d := *b.RemainingRatio * float64(window) / *x.BurnRate1d
-	if d > float64(maxExhaustion) {
+	d := b.Remaining / recent.Bad * float64(recentWindow)
+	if d >= float64(window) {
 		x.State = ExhaustionNever
 		return x
 	}
@@ -182,15 +203,113 @@ func (m *minutes) runs(minLen int, in func(i int) bool, loc *time.Location) []Pe
 	return out
 }
 
-// gaps are runs of at least minGap steps without a sample.
-func (m *minutes) gaps(loc *time.Location) []Period {
-	return m.runs(minGap, func(i int) bool { return !m.present[i] }, loc)
+// inGap marks the steps of the runs of at least minSteps steps without a
+// sample.
+func (m *minutes) inGap(minSteps int) []bool {
+	gap := make([]bool, len(m.present))
+	for i := 0; i < len(m.present); {
+		if m.present[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(m.present) && !m.present[j] {
+			j++
+		}
+		if j-i >= minSteps {
+			for k := i; k < j; k++ {
+				gap[k] = true
+			}
+		}
+		i = j
+	}
+	return gap
 }
 
-// zeroTraffic are runs of at least MinZeroTraffic with samples and no
-// event: the series were there and counted nothing.
-func (m *minutes) zeroTraffic(loc *time.Location) []Period {
-	return m.runs(int(MinZeroTraffic/minute), func(i int) bool { return m.present[i] && m.total[i] == 0 }, loc)
+// gaps are runs of at least minSteps steps without a sample, each one
+// row however many steps it spans.
+func (m *minutes) gaps(minSteps int, loc *time.Location) []Period {
+	gap := m.inGap(minSteps)
+	return m.runs(minSteps, func(i int) bool { return gap[i] }, loc)
+}
+
+// zeroTraffic are runs of at least MinZeroTraffic outside gaps without an
+// event: the series were there and counted nothing. A step between two
+// samples that is no gap (at a 3m scrape interval, two minutes of three)
+// is part of the run.
+func (m *minutes) zeroTraffic(minSteps int, loc *time.Location) []Period {
+	gap := m.inGap(minSteps)
+	return m.runs(int(MinZeroTraffic/minute), func(i int) bool { return !gap[i] && m.total[i] == 0 }, loc)
+}
+
+// boundGaps keeps the max longest gaps (the earlier of two as long), in
+// time order, and returns how many it left out.
+func boundGaps(gaps []Period, maxRows int) ([]Period, int) {
+	if len(gaps) <= maxRows {
+		return gaps, 0
+	}
+	idx := make([]int, len(gaps))
+	for i := range idx {
+		idx[i] = i
+	}
+	length := func(i int) time.Duration { return gaps[i].End.Sub(gaps[i].Start) }
+	sort.SliceStable(idx, func(a, b int) bool { return length(idx[a]) > length(idx[b]) })
+	idx = idx[:maxRows]
+	sort.Ints(idx)
+	kept := make([]Period, len(idx))
+	for k, i := range idx {
+		kept[k] = gaps[i]
+	}
+	return kept, len(gaps) - maxRows
+}
+
+// sampleSpacing is the median distance between consecutive steps with a
+// sample: the scrape interval, at minute resolution, when neither
+// --scrape-interval nor the targets API gives it (a gap moves a median
+// by one spacing at most). 0 with fewer than two such steps.
+func (m *minutes) sampleSpacing() time.Duration {
+	var spacings []int
+	last := -1
+	for i, p := range m.present {
+		if !p {
+			continue
+		}
+		if last >= 0 {
+			spacings = append(spacings, i-last)
+		}
+		last = i
+	}
+	if len(spacings) == 0 {
+		return 0
+	}
+	sort.Ints(spacings)
+	return time.Duration(spacings[len(spacings)/2]) * minute
+}
+
+// budgetSpentAt is when an exhausted budget ran out: the end of the
+// first step by which the window's bad events reached the window's
+// budget, allowed. The steps' bad events are the increases between
+// minutes, which increase() over the window extrapolates a little
+// further; they are scaled to windowBad, so that the last bad minute
+// holds the whole count. nil without a bad minute.
+func (m *minutes) budgetSpentAt(allowed, windowBad float64, loc *time.Location) *time.Time {
+	var sum float64
+	for _, b := range m.bad {
+		sum += b
+	}
+	if sum <= 0 || windowBad <= 0 {
+		return nil
+	}
+	need := allowed / windowBad * sum
+	var cum float64
+	for i, b := range m.bad {
+		cum += b
+		// The last bad minute holds it whatever the float rounding.
+		if b > 0 && (cum >= need || cum >= sum) {
+			return ptr(m.end(i).In(loc))
+		}
+	}
+	return nil
 }
 
 // chart sums the minutes into points of step minutes each, the last
@@ -235,9 +354,10 @@ func chartStep(window time.Duration) int {
 // increases turns the per-minute values of a sum of counters into the
 // events of each minute. A decrease (a counter reset, or a series that went
 // stale) counts as no event rather than a guess: these per-minute counts
-// only draw charts and find gaps and quiet runs; attainment, budget,
-// exhaustion, burn rates, contributors and months come from increase()
-// over their whole range.
+// only draw charts, find gaps and quiet runs, and place the minute an
+// exhausted budget ran out (scaled to the window's count); attainment,
+// budget, the exhaustion date, burn rates, contributors and months come
+// from increase() over their whole range.
 func increases(values []float64, has []bool) []float64 {
 	out := make([]float64, len(values))
 	prev, havePrev := 0.0, false

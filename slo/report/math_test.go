@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,38 +62,45 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// TestExhaustion: a 30-day window of 10,000 events and a budget of 2%
-// (200 events); the date is at + remainingRatio x window / burnRate1d.
+// TestExhaustion: the date is at + B / r, B the remaining budget in
+// events, r the bad events of the last day per day; "not at this rate"
+// when r is 0 or B / r is not shorter than the window.
 func TestExhaustion(t *testing.T) {
 	at := time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
 	window := 30 * slo.Day
+	// 10,000 events in the window at a 2% budget: 200 events allowed.
 	win := func(bad float64) Events { return Events{Good: 10000 - bad, Bad: bad, Total: 10000} }
-	day := func(bad float64) Events { return Events{Good: 1000 - bad, Bad: bad, Total: 1000} }
+	day := func(bad, total float64) Events { return Events{Good: total - bad, Bad: bad, Total: total} }
 	for _, c := range []struct {
 		name       string
 		window     Events
+		budget     float64
 		day        Events
 		state      string
 		after      time.Duration
 		burnRate1d *float64
 	}{
-		// Half the budget left (100 of 200), the last day at 2x (40 bad
-		// of 1000 = 4% over 2%): 0.5 x 30d / 2 = 7.5d.
-		{"2x, half left", win(100), day(40), ExhaustionProjected, 7*slo.Day + 12*time.Hour, ptr(2.0)},
-		// 150 of 200 left at 0.5x: 0.75 x 30d / 0.5 = 45d, beyond the
-		// window: still a date.
-		{"0.5x, three quarters left", win(50), day(10), ExhaustionProjected, 45 * slo.Day, ptr(0.5)},
-		// 1x with the whole budget: one window.
-		{"1x, clean window", win(0), day(20), ExhaustionProjected, window, ptr(1.0)},
-		{"a clean last day", win(100), day(0), ExhaustionNever, 0, ptr(0.0)},
-		{"no events in the last day", win(100), Events{}, ExhaustionNever, 0, nil},
-		// 1e-12 x: 0.5 x 30d x 1e12 is far beyond a century.
-		{"a vanishing burn rate", win(100), Events{Bad: 2e-11, Good: 1000, Total: 1000}, ExhaustionNever, 0, ptr(1e-12)},
-		{"overspent", win(300), day(0), ExhaustionExhausted, 0, ptr(0.0)},
-		{"exactly spent", win(200), day(40), ExhaustionExhausted, 0, ptr(2.0)},
+		// The case: 100 allowed at 1%, 82 bad: 18 left; the last
+		// day 20 bad of 3,333.3 events (ten times the window's average
+		// traffic, an error ratio of 0.6%: 0.6x). 18 / 20 per day = 0.9d
+		// = 21h36m. (The ratio formula said 0.18 x 30d / 0.6 = 9 days.)
+		{"18 left, 20 bad yesterday", Events{Good: 9918, Bad: 82, Total: 10000}, 0.01, day(20, 10000.0/3), ExhaustionProjected, 21*time.Hour + 36*time.Minute, ptr(0.6)},
+		// 100 of 200 left, 40 bad in the last day: 100 / 40 = 2.5d.
+		{"100 left at 40 a day", win(100), 0.02, day(40, 1000), ExhaustionProjected, 2*slo.Day + 12*time.Hour, ptr(2.0)},
+		// 150 of 200 left at 6 a day: 25d, inside the 30d window.
+		{"150 left at 6 a day", win(50), 0.02, day(6, 1000), ExhaustionProjected, 25 * slo.Day, ptr(0.3)},
+		// 1x with the whole budget (200 / 30 = 6.67 bad a day at 333.3
+		// events a day): 200 / 6.67 = 30d, the window's end, not before.
+		{"1x, the whole budget", win(0), 0.02, day(200.0/30, 10000.0/30), ExhaustionNever, 0, ptr(1.0)},
+		// 150 left at 4 a day: 37.5d, beyond the window.
+		{"150 left at 4 a day", win(50), 0.02, day(4, 1000), ExhaustionNever, 0, ptr(0.2)},
+		{"a clean last day", win(100), 0.02, day(0, 1000), ExhaustionNever, 0, ptr(0.0)},
+		{"no events in the last day", win(100), 0.02, Events{}, ExhaustionNever, 0, nil},
+		{"overspent", win(300), 0.02, day(0, 1000), ExhaustionExhausted, 0, ptr(0.0)},
+		{"exactly spent", win(200), 0.02, day(40, 1000), ExhaustionExhausted, 0, ptr(2.0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			x := exhaustionOf(at, window, budgetOf(c.window, 0.02), c.day, 0.02)
+			x := exhaustionOf(at, window, budgetOf(c.window, c.budget), c.day, c.budget)
 			if x.State != c.state {
 				t.Fatalf("state %q, want %q", x.State, c.state)
 			}
@@ -102,11 +110,45 @@ func TestExhaustion(t *testing.T) {
 			if (x.BurnRate1d == nil) != (c.burnRate1d == nil) || (x.BurnRate1d != nil && math.Abs(*x.BurnRate1d-*c.burnRate1d) > 1e-9) {
 				t.Errorf("1d burn rate %v, want %v", x.BurnRate1d, c.burnRate1d)
 			}
+			if x.RecentWindow != "1d" || x.RecentBad != c.day.Bad || !x.Horizon.Equal(at.Add(window)) {
+				t.Errorf("recent %s %v, horizon %v; want 1d %v, %v", x.RecentWindow, x.RecentBad, x.Horizon, c.day.Bad, at.Add(window))
+			}
 		})
 	}
 	x := exhaustionOf(at, window, budgetOf(Events{}, 0.02), Events{}, 0.02)
-	if x.State != ExhaustionNoEvents || x.BurnRate1d != nil {
+	if x.State != ExhaustionNoEvents || x.BurnRate1d != nil || x.At != nil {
 		t.Errorf("no events: %+v", x)
+	}
+}
+
+// TestBudgetSpentAt: an exhausted budget ran out at the first minute by
+// which the window's bad events, counted minute by minute and scaled to
+// the window's increase(), reached the budget.
+func TestBudgetSpentAt(t *testing.T) {
+	t0 := time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { return ptr(t0.Add(time.Duration(m) * time.Minute)) }
+	for _, c := range []struct {
+		name         string
+		pic          string
+		allowed, bad float64
+		want         *time.Time
+	}{
+		// Bad minutes at steps 1, 3, 4: the second bad event, step 3
+		// (ending 00:03), reaches a budget of 2.
+		{"the second of three", "gbgbbg", 2, 3, at(3)},
+		// increase() counted 6 where the minutes hold 3: a budget of 3 is
+		// half the bad events, reached with 1.5 of the 3: step 3 again.
+		{"scaled to increase()", "gbgbbg", 3, 6, at(3)},
+		// Exactly spent: the last bad minute.
+		{"exactly spent", "gbgbbg", 3, 3, at(4)},
+		{"no bad minute to place it", "gggg", 1, 2, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := minutesOf(t0, c.pic).budgetSpentAt(c.allowed, c.bad, time.UTC)
+			if (got == nil) != (c.want == nil) || (got != nil && !got.Equal(*c.want)) {
+				t.Errorf("spent at %v, want %v", got, c.want)
+			}
+		})
 	}
 }
 
@@ -187,22 +229,113 @@ func minutesOf(first time.Time, pic string) *minutes {
 	return m
 }
 
+func TestGapSteps(t *testing.T) {
+	for _, c := range []struct {
+		interval time.Duration
+		want     int
+	}{
+		// At most 1m: two steps, one missing minute is a late scrape.
+		{0, 2}, {15 * time.Second, 2}, {time.Minute, 2},
+		// Else more than two intervals: ceil(2 x interval / 1m).
+		{90 * time.Second, 3}, {3 * time.Minute, 6}, {150 * time.Second, 5}, {time.Hour, 120},
+	} {
+		if got := gapSteps(c.interval); got != c.want {
+			t.Errorf("gapSteps(%v) = %d, want %d", c.interval, got, c.want)
+		}
+	}
+}
+
 func TestGaps(t *testing.T) {
 	t0 := time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	for _, c := range []struct {
-		pic  string
-		want []Period
+		name     string
+		pic      string
+		interval time.Duration
+		want     []Period
 	}{
-		{"gg.gb", []Period{}},
+		{"1m, none", "gg.gb", time.Minute, []Period{}},
 		// One minute without a sample is a late scrape, not a gap.
-		{"gg gb", []Period{}},
+		{"1m, a late scrape", "gg gb", time.Minute, []Period{}},
 		// Steps 2 and 3 (ending 00:02, 00:03) have no sample: (00:01, 00:03].
-		{"gg  gb", []Period{{Start: at(1), End: at(3), Duration: "2m"}}},
-		{"  gg   ", []Period{{Start: at(-1), End: at(1), Duration: "2m"}, {Start: at(3), End: at(6), Duration: "3m"}}},
+		{"1m, two minutes", "gg  gb", time.Minute, []Period{{Start: at(1), End: at(3), Duration: "2m"}}},
+		{"1m, two gaps", "  gg   ", time.Minute, []Period{{Start: at(-1), End: at(1), Duration: "2m"}, {Start: at(3), End: at(6), Duration: "3m"}}},
+		// A 3m scrape interval leaves two minutes of three without a
+		// sample: no gap (the old rule made each a row).
+		{"3m, healthy", ".  .  .  .  .", 3 * time.Minute, []Period{}},
+		// One missed scrape: 5 minutes without a sample, under 6.
+		{"3m, one missed scrape", ".  .     .  .", 3 * time.Minute, []Period{}},
+		// Two missed scrapes: steps 4 to 11 (8 minutes) in one row,
+		// (00:03, 00:11].
+		{"3m, two missed scrapes", ".  .        .  .", 3 * time.Minute, []Period{{Start: at(3), End: at(11), Duration: "8m"}}},
+		// The same history judged at 1m: every 2-minute hole a row.
+		{"3m history at 1m", ".  .  .", time.Minute, []Period{{Start: at(0), End: at(2), Duration: "2m"}, {Start: at(3), End: at(5), Duration: "2m"}}},
 	} {
-		if got := minutesOf(t0, c.pic).gaps(time.UTC); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%q: gaps %+v, want %+v", c.pic, got, c.want)
+		t.Run(c.name, func(t *testing.T) {
+			if got := minutesOf(t0, c.pic).gaps(gapSteps(c.interval), time.UTC); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("%q at %v: gaps %+v, want %+v", c.pic, c.interval, got, c.want)
+			}
+		})
+	}
+	// A 2h gap in 30 days of a 3m scrape interval: one row. Samples at
+	// every third minute; none at 10:00 ... 11:57 (40 scrapes); the last
+	// before at 09:57, the next at 12:00: the steps 09:58 ... 11:59
+	// without a sample, (09:57, 11:59], 2h2m.
+	first := time.Date(2026, 10, 11, 12, 1, 0, 0, time.UTC) // the window's first step
+	n := 30 * 24 * 60
+	m := &minutes{first: first, present: make([]bool, n), bad: make([]float64, n), total: make([]float64, n)}
+	gapFrom, gapTo := time.Date(2026, 10, 20, 10, 0, 0, 0, time.UTC), time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)
+	for i := range n {
+		e := m.end(i)
+		m.present[i] = e.Minute()%3 == 0 && (e.Before(gapFrom) || !e.Before(gapTo))
+	}
+	got := m.gaps(gapSteps(3*time.Minute), time.UTC)
+	want := []Period{{Start: time.Date(2026, 10, 20, 9, 57, 0, 0, time.UTC), End: time.Date(2026, 10, 20, 11, 59, 0, 0, time.UTC), Duration: "2h2m"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("30 days at 3m with a 2h gap: %+v, want %+v", got, want)
+	}
+	if got := m.gaps(gapSteps(time.Minute), time.UTC); len(got) != 14400-41+1 {
+		// 14,400 holes of 2 minutes, of which the 41 between 09:57 and
+		// 12:00 are one.
+		t.Errorf("the same judged at 1m: %d gaps, want 14,360", len(got))
+	}
+}
+
+// TestBoundGaps: the longest gaps are kept, in time order, and the rest
+// counted.
+func TestBoundGaps(t *testing.T) {
+	t0 := time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC)
+	g := func(start, minutes int) Period {
+		return Period{Start: t0.Add(time.Duration(start) * time.Hour), End: t0.Add(time.Duration(start)*time.Hour + time.Duration(minutes)*time.Minute)}
+	}
+	all := []Period{g(0, 2), g(1, 5), g(2, 3), g(3, 5), g(4, 1)}
+	kept, omitted := boundGaps(all, 3)
+	if want := []Period{g(1, 5), g(2, 3), g(3, 5)}; !reflect.DeepEqual(kept, want) || omitted != 2 {
+		t.Errorf("kept %+v, %d omitted; want %+v, 2", kept, omitted, want)
+	}
+	if kept, omitted := boundGaps(all[:2], 3); len(kept) != 2 || omitted != 0 {
+		t.Errorf("under the bound: kept %d, %d omitted", len(kept), omitted)
+	}
+}
+
+// TestSampleSpacing: the median distance between minutes with a sample,
+// the scrape interval when neither the flag nor the targets API gives it.
+func TestSampleSpacing(t *testing.T) {
+	t0 := time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		pic  string
+		want time.Duration
+	}{
+		{"....", time.Minute},
+		{".  .  .  .", 3 * time.Minute},
+		// A gap does not move the median: 3, 3, 3, 12, 3.
+		{".  .  .  .           .  .", 3 * time.Minute},
+		{". . .   .", 2 * time.Minute},
+		{".", 0},
+		{"   ", 0},
+	} {
+		if got := minutesOf(t0, c.pic).sampleSpacing(); got != c.want {
+			t.Errorf("%q: spacing %v, want %v", c.pic, got, c.want)
 		}
 	}
 }
@@ -217,17 +350,22 @@ func TestZeroTraffic(t *testing.T) {
 		return string(b)
 	}
 	day := int(MinZeroTraffic / time.Minute)
-	if got := minutesOf(t0, "g"+quiet(day-1)+"g").zeroTraffic(time.UTC); len(got) != 0 {
+	if got := minutesOf(t0, "g"+quiet(day-1)+"g").zeroTraffic(2, time.UTC); len(got) != 0 {
 		t.Errorf("one minute short of %v: %+v, want none", MinZeroTraffic, got)
 	}
-	got := minutesOf(t0, "g"+quiet(day)+"g").zeroTraffic(time.UTC)
+	got := minutesOf(t0, "g"+quiet(day)+"g").zeroTraffic(2, time.UTC)
 	want := []Period{{Start: t0, End: t0.Add(MinZeroTraffic), Duration: "12h"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("exactly %v: %+v, want %+v", MinZeroTraffic, got, want)
 	}
 	// A gap inside a quiet run is a gap, not zero traffic.
-	if got := minutesOf(t0, quiet(day/2)+"  "+quiet(day/2)).zeroTraffic(time.UTC); len(got) != 0 {
+	if got := minutesOf(t0, quiet(day/2)+"  "+quiet(day/2)).zeroTraffic(2, time.UTC); len(got) != 0 {
 		t.Errorf("quiet, gap, quiet: %+v, want none", got)
+	}
+	// At a 3m scrape interval the minutes between samples are not gaps:
+	// a quiet 12h is zero traffic all the same.
+	if got := minutesOf(t0, "g"+strings.Repeat("  .", day/3)+"g").zeroTraffic(gapSteps(3*time.Minute), time.UTC); !reflect.DeepEqual(got, want) {
+		t.Errorf("12h quiet at 3m: %+v, want %+v", got, want)
 	}
 }
 

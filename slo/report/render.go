@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kube-convergence/kube-convergence-exporter/slo"
 )
 
 // Formats of Render.
@@ -97,16 +99,30 @@ func attainmentText(s *SLO) string {
 
 func exhaustionText(s *SLO) string {
 	e := s.Exhaustion
+	left := fmtCount(s.Budget.Remaining) + " events of budget left"
+	rate := fmt.Sprintf("%s at %s bad events in the last %s", left, fmtCount(e.RecentBad), e.RecentWindow)
 	switch e.State {
 	case ExhaustionProjected:
-		return fmt.Sprintf("%s at the 1d burn rate of %s", fmtTime(*e.At), fmtRate(e.BurnRate1d))
+		return fmt.Sprintf("%s, in %s: %s", fmtTime(*e.At), formatDuration(e.At.Sub(s.End).Round(time.Minute)), rate)
 	case ExhaustionExhausted:
-		return "exhausted: no budget left"
-	case ExhaustionNever:
-		if e.BurnRate1d == nil {
-			return "not at the current rate (no events in the last day)"
+		over := fmtCount(-s.Budget.Remaining) + " events over"
+		if s.Budget.Remaining == 0 {
+			over = "none left"
 		}
-		return "not at the current rate (1d burn rate " + fmtRate(e.BurnRate1d) + ")"
+		if e.Since != nil {
+			return fmt.Sprintf("exhausted since %s (%s)", fmtTime(*e.Since), over)
+		}
+		return "exhausted (" + over + ")"
+	case ExhaustionNever:
+		if e.RecentBad <= 0 {
+			return fmt.Sprintf("not at this rate: %s, no bad event in the last %s", left, e.RecentWindow)
+		}
+		recent, err := slo.ParseDuration(e.RecentWindow)
+		if err != nil {
+			return "not at this rate: " + rate
+		}
+		lasts := time.Duration(s.Budget.Remaining / e.RecentBad * float64(recent))
+		return fmt.Sprintf("not at this rate: %s last %s, at least the %s window", rate, formatDuration(lasts.Round(time.Minute)), s.Window)
 	}
 	return "n/a (no events)"
 }
@@ -177,11 +193,16 @@ func rows(s *SLO) []row {
 	for _, m := range s.Months {
 		rs = append(rs, row{"month", monthText(m)})
 	}
+	si := s.ScrapeInterval
+	rs = append(rs, row{"scrape interval", fmt.Sprintf("%s (%s): a gap is %s or more without a sample", si.Interval, intervalSource(si.Source), si.MinGap)})
 	if len(s.Gaps) == 0 {
 		rs = append(rs, row{"gaps", "none"})
 	}
 	for _, g := range s.Gaps {
 		rs = append(rs, row{"gap (no samples)", periodText(g)})
+	}
+	if s.GapsOmitted > 0 {
+		rs = append(rs, row{"gap (no samples)", fmt.Sprintf("and %d more, none longer than those listed", s.GapsOmitted)})
 	}
 	for _, z := range s.ZeroTraffic {
 		rs = append(rs, row{"zero traffic", periodText(z)})
@@ -195,14 +216,38 @@ func rows(s *SLO) []row {
 	return rs
 }
 
+func intervalSource(src string) string {
+	switch src {
+	case IntervalFlag:
+		return "--scrape-interval"
+	case IntervalTargets:
+		return "the targets API"
+	case IntervalSamples:
+		return "the samples' spacing"
+	}
+	return "default"
+}
+
+// apiWarnings counts the SLOs' API warnings.
+func apiWarnings(r *Report) int {
+	n := 0
+	for i := range r.SLOs {
+		n += len(r.SLOs[i].Warnings)
+	}
+	return n
+}
+
 func header(r *Report) string {
 	return fmt.Sprintf("SLO report at %s (%s), from %s", fmtTime(r.At), r.Timezone, r.Source)
 }
 
 func renderText(w *bytes.Buffer, r *Report) {
 	fmt.Fprintln(w, header(r))
-	if len(r.Warnings) > 0 {
-		fmt.Fprintf(w, "WARNING: the API returned %d warning(s), numbers may be partial\n", len(r.Warnings))
+	if r.Partial {
+		fmt.Fprintf(w, "WARNING: the API returned %d warning(s), numbers may be partial\n", apiWarnings(r))
+	}
+	for _, fw := range r.FileWarnings {
+		fmt.Fprintf(w, "SLO file: %s\n", fw)
 	}
 	for i := range r.SLOs {
 		s := &r.SLOs[i]
@@ -227,8 +272,11 @@ func mdEscape(s string) string { return mdEscaper.Replace(s) }
 
 func renderMarkdown(w *bytes.Buffer, r *Report) {
 	fmt.Fprintf(w, "# %s\n", mdEscape(header(r)))
-	if len(r.Warnings) > 0 {
-		fmt.Fprintf(w, "\n> **Warning:** the API returned %d warning(s), numbers may be partial.\n", len(r.Warnings))
+	if r.Partial {
+		fmt.Fprintf(w, "\n> **Warning:** the API returned %d warning(s), numbers may be partial.\n", apiWarnings(r))
+	}
+	for _, fw := range r.FileWarnings {
+		fmt.Fprintf(w, "\n> SLO file: %s\n", mdEscape(fw))
 	}
 	for i := range r.SLOs {
 		s := &r.SLOs[i]

@@ -6,12 +6,14 @@
 // Every number comes from the raw series the SLO's SLI reads, never from
 // the recording rules of `slo generate`: backfilled history and freshly
 // deployed rules have no recorded series. Only /api/v1/query and
-// /api/v1/query_range are used. The math (math.go) is pure; Build does
+// /api/v1/query_range are used, and /api/v1/targets for the scrape
+// interval when it answers. The math (math.go) is pure; Build does
 // the queries; the renderers (text, markdown, json, html) only format a
 // Report.
 package report
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -27,6 +29,13 @@ type Report struct {
 	// Warnings are the API's warnings (partial responses of Thanos or
 	// Mimir), each once, prefixed with the SLO.
 	Warnings []string `json:"warnings"`
+	// Partial: some SLO's numbers came with API warnings.
+	Partial bool `json:"partial"`
+	// FileWarnings are the SLO file's problems that concern only rule
+	// generation (a tier without a window pair for a 1d period, ...):
+	// `slo validate` refuses the file, the report goes on without the
+	// tier (Options.FileWarnings).
+	FileWarnings []string `json:"fileWarnings"`
 }
 
 // Status of an SLO over its window.
@@ -55,19 +64,49 @@ type SLO struct {
 	End    time.Time `json:"end"`
 	Status string    `json:"status"`
 	// Attainment is 1 - bad/total over the window; nil without events.
-	Attainment  *float64   `json:"attainment"`
-	Events      Events     `json:"events"`
-	Budget      Budget     `json:"budget"`
-	Exhaustion  Exhaustion `json:"exhaustion"`
-	BurnRates   []BurnRate `json:"burnRates"`
-	FiringTier  *string    `json:"firingTier"`
-	Worst       Worst      `json:"worst"`
-	Months      []Month    `json:"months"`
-	Gaps        []Period   `json:"gaps"`
-	ZeroTraffic []Period   `json:"zeroTraffic"`
-	Chart       Chart      `json:"chart"`
-	Warnings    []string   `json:"warnings"`
+	Attainment *float64   `json:"attainment"`
+	Events     Events     `json:"events"`
+	Budget     Budget     `json:"budget"`
+	Exhaustion Exhaustion `json:"exhaustion"`
+	BurnRates  []BurnRate `json:"burnRates"`
+	FiringTier *string    `json:"firingTier"`
+	Worst      Worst      `json:"worst"`
+	Months     []Month    `json:"months"`
+	// Gaps are the MaxGapRows longest runs without a sample, in time
+	// order; GapsOmitted counts the others.
+	Gaps           []Period       `json:"gaps"`
+	GapsOmitted    int            `json:"gapsOmitted"`
+	ScrapeInterval ScrapeInterval `json:"scrapeInterval"`
+	ZeroTraffic    []Period       `json:"zeroTraffic"`
+	Chart          Chart          `json:"chart"`
+	// Warnings are the API's warnings to this SLO's queries; Partial is
+	// whether there were any: the numbers may then miss what a store
+	// down behind Thanos or Mimir holds.
+	Warnings []string `json:"warnings"`
+	Partial  bool     `json:"partial"`
 }
+
+// ScrapeInterval is the interval gaps are judged against and where it
+// came from.
+type ScrapeInterval struct {
+	Interval string `json:"interval"`
+	// Source: "flag" (--scrape-interval), "targets" (the largest
+	// scrapeInterval of the active targets of the SLI's jobs in
+	// /api/v1/targets), "samples" (the median spacing of the window's
+	// minutes with a sample) or "default" (1m: none of those).
+	Source string `json:"source"`
+	// MinGap is the shortest run without a sample reported as a gap:
+	// more than two intervals, at least 2m.
+	MinGap string `json:"minGap"`
+}
+
+// Sources of ScrapeInterval.
+const (
+	IntervalFlag    = "flag"
+	IntervalTargets = "targets"
+	IntervalSamples = "samples"
+	IntervalDefault = "default"
+)
 
 // Events are counted over a range with Prometheus's increase() (or, for
 // good-minutes SLIs, in minutes).
@@ -88,25 +127,39 @@ type Budget struct {
 	RemainingRatio *float64 `json:"remainingRatio"`
 }
 
-// Exhaustion is when the remaining budget runs out at the 1d burn rate:
-// At = report time + remainingRatio x window / burnRate1d.
+// Exhaustion is when the window's remaining budget runs out at the recent
+// bad-event rate, in events (docs/report.md): B = Budget.Remaining, r =
+// RecentBad per RecentWindow; At = report time + B / r, unless B <= 0
+// (exhausted), r = 0 or B / r is at least the window ("not at this
+// rate").
 type Exhaustion struct {
-	// BurnRate1d is the error ratio of the last day over the budget ratio;
-	// nil without events in the last day.
-	BurnRate1d *float64 `json:"burnRate1d"`
-	// At is the projected date; nil when State is not "projected".
-	At *time.Time `json:"at"`
-	// State: "projected", "exhausted" (no budget left), "not at the
-	// current rate" (the last day burnt nothing or had no events, or the
-	// date is more than 100 years away), "no events" (in the window).
+	// State: "projected", "exhausted" (B <= 0), "not at this rate" (no
+	// bad event in the recent window, or the budget lasts to Horizon),
+	// "no events" (in the window).
 	State string `json:"state"`
+	// At is the projected date; nil unless State is "projected".
+	At *time.Time `json:"at"`
+	// Since is when an exhausted budget ran out: the first minute by
+	// which the window's bad events reached its budget; nil unless State
+	// is "exhausted" (or no minute can place it).
+	Since *time.Time `json:"since"`
+	// RecentWindow (1d) and RecentBad, the bad events in it: the rate r.
+	RecentWindow string  `json:"recentWindow"`
+	RecentBad    float64 `json:"recentBad"`
+	// Horizon is the report time plus the window: a budget that lasts
+	// until then at this rate is "not at this rate".
+	Horizon time.Time `json:"horizon"`
+	// BurnRate1d is the error ratio of the last day over the budget ratio;
+	// nil without events in the last day. Shown, not used: the date comes
+	// from events.
+	BurnRate1d *float64 `json:"burnRate1d"`
 }
 
 // Exhaustion states.
 const (
 	ExhaustionProjected = "projected"
 	ExhaustionExhausted = "exhausted"
-	ExhaustionNever     = "not at the current rate"
+	ExhaustionNever     = "not at this rate"
 	ExhaustionNoEvents  = "no events"
 )
 
@@ -182,6 +235,24 @@ type Point struct {
 	T               time.Time `json:"t"`
 	SLI             *float64  `json:"sli"`
 	BudgetRemaining *float64  `json:"budgetRemaining"`
+}
+
+// Unanswered lists the SLOs a release gate cannot pass on, and why: no
+// data, no events, or a partial answer (API warnings). allowNoData
+// passes the first two; a partial answer is never passed: its numbers
+// may lack a store's share.
+func (r *Report) Unanswered(allowNoData bool) []string {
+	var out []string
+	for i := range r.SLOs {
+		s := &r.SLOs[i]
+		switch {
+		case s.Partial:
+			out = append(out, fmt.Sprintf("%s: partial answer: %d API warning(s)", s.ID, len(s.Warnings)))
+		case (s.Status == StatusNoData || s.Status == StatusNoEvents) && !allowNoData:
+			out = append(out, s.ID+": "+s.Status)
+		}
+	}
+	return out
 }
 
 // Breached reports whether any SLO's attainment is below its objective.
