@@ -2,8 +2,10 @@
 // (slos.yaml), the rule file generated from them
 // (kube-convergence-slos.rules.yml), the hand-written alerts
 // (kube-convergence-alerts.rules.yml) and their promtool unit tests
-// (tests/). The Go code renders the generated files for `make generate`;
-// the sources are embedded so that rendering needs no working directory.
+// (tests/). The Go code renders the generated files for `make generate`,
+// and the hand-written files for a central ruler (WithGroupBy, `slo
+// generate --group-by --bundled-rules`); the sources are embedded so that
+// rendering needs no working directory.
 package rules
 
 import (

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-convergence/kube-convergence-exporter/dashboards"
+	"github.com/kube-convergence/kube-convergence-exporter/rules"
 	"github.com/kube-convergence/kube-convergence-exporter/slo"
 )
 
@@ -40,6 +41,7 @@ func addSLOCommands(app *kingpin.Application) (dispatch func(cmd string, stdout,
 	groupBy := generate.Flag("group-by", "A label every sum keeps and every join matches on, repeatable: --group-by=cluster for a central ruler (Thanos, Mimir) that evaluates the rules of several clusters; the SLI queries of ratio and goodMinutes SLOs must keep it.").Strings()
 	dashboardsDir := generate.Flag("dashboards", "Also write a Grafana dashboard of the file's SLOs (SLI against objective, budget remaining, burn rate per window) into this directory, as <uid>.json, and link it from the alerts (dashboard_url /d/<uid>).").String()
 	exporterAlerts := generate.Flag("exporter-alerts", "Also generate the exporter's own alerts (absent, down, scrape errors) for --selector; the bundled rules have them, so leave this off for a file installed next to them.").Bool()
+	bundledRules := generate.Flag("bundled-rules", "Also write the bundled hand-written rule files (rules/kube-convergence-{alerts,controllers,webhooks}.rules.yml, built into this binary) into this directory, with the --group-by labels added to every aggregation's by (...), every join's on (...) and the selectors of their annotations' queries: with --group-by=cluster, the whole bundled rule set for a central ruler, next to `slo generate -f rules/slos.yaml --exporter-alerts --group-by=cluster`.").String()
 
 	return func(cmd string, stdout, stderr io.Writer) (bool, int) {
 		// kingpin reads "-f -" as an empty value (a lone "-" is not taken
@@ -72,6 +74,9 @@ func addSLOCommands(app *kingpin.Application) (dispatch func(cmd string, stdout,
 			}
 			opts := slo.Options{Selector: *selector, ExporterAlerts: *exporterAlerts, GroupBy: *groupBy}
 			out, err := generateRules(*generateFile, *format, slo.ObjectMeta{Name: *objName, Namespace: *objNamespace, Labels: *objLabels}, opts, *dashboardsDir, stderr)
+			if err == nil && *bundledRules != "" {
+				err = writeBundledRules(*bundledRules, *groupBy, *format, slo.ObjectMeta{Name: *objName, Namespace: *objNamespace, Labels: *objLabels}, stderr)
+			}
 			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return true, 1
@@ -121,4 +126,47 @@ func generateRules(path, format string, meta slo.ObjectMeta, opts slo.Options, d
 		return out, err
 	}
 	return slo.PrometheusRule(header, meta, out)
+}
+
+// writeBundledRules writes the bundled hand-written rule files into dir,
+// rewritten for the labels by (rules.WithGroupBy; unchanged without any),
+// as rule files or, with --format=prometheusrule, as one PrometheusRule
+// each, named after the file (kube-convergence-webhooks for
+// kube-convergence-webhooks.rules.yml) with the namespace and labels of
+// the SLO rules' object.
+func writeBundledRules(dir string, by []string, format string, meta slo.ObjectMeta, stderr io.Writer) error {
+	files, err := rules.HandWritten()
+	if err != nil {
+		return err
+	}
+	if len(by) > 0 {
+		if files, err = rules.WithGroupBy(files, by); err != nil {
+			return fmt.Errorf("--bundled-rules: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--bundled-rules: %w", err)
+	}
+	for _, f := range files {
+		name, b := f.Name, f.Data
+		if format == formatPrometheusRule {
+			base := strings.TrimSuffix(f.Name, ".rules.yml")
+			m := meta
+			m.Name = base
+			header := "Source: the bundled rules/" + f.Name
+			if len(by) > 0 {
+				header += ", with the labels " + strings.Join(by, ", ") + " kept by every aggregation and join"
+			}
+			if b, err = slo.PrometheusRule(header+".", m, b); err != nil {
+				return fmt.Errorf("--bundled-rules: %s: %w", f.Name, err)
+			}
+			name = base + ".yaml"
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return fmt.Errorf("--bundled-rules: %w", err)
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", p)
+	}
+	return nil
 }

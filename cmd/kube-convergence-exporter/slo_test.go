@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kube-convergence/kube-convergence-exporter/rules"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -211,5 +213,82 @@ func TestSLOGenerateDashboards(t *testing.T) {
 	}
 	if n := strings.Count(out, "dashboard_url: /d/slo-checkout"); n == 0 || n != strings.Count(out, "- alert:") {
 		t.Errorf("%d of %d alerts link the dashboard", n, strings.Count(out, "- alert:"))
+	}
+}
+
+// --bundled-rules writes the bundled hand-written rule files, rewritten
+// for --group-by (rules.WithGroupBy, tested in rules/), next to the SLO
+// rules on stdout: the whole bundled set for a central ruler.
+func TestSLOGenerateBundledRules(t *testing.T) {
+	spec := filepath.Join("..", "..", "rules", "slos.yaml")
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errs := runCLI(t, "slo", "generate", "-f", spec, "--exporter-alerts", "--group-by=cluster", "--bundled-rules", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "sum by (cluster)") {
+		t.Error("the SLO rules on stdout are not grouped by cluster")
+	}
+	files, err := rules.HandWritten()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rules.WithGroupBy(files, []string{"cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range want {
+		b, err := os.ReadFile(filepath.Join(dir, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, f.Data) {
+			t.Errorf("%s differs from rules.WithGroupBy's", f.Name)
+		}
+		if !strings.Contains(errs, "wrote "+filepath.Join(dir, f.Name)) {
+			t.Errorf("stderr does not name %s: %q", f.Name, errs)
+		}
+	}
+	webhooks, err := os.ReadFile(filepath.Join(dir, "kube-convergence-webhooks.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(webhooks), "max by (cluster, job, configuration, webhook, type) (kube_convergence_webhook_findings") {
+		t.Error("the webhook audit does not keep cluster")
+	}
+
+	// As PrometheusRule objects, one per file, in the SLO object's namespace.
+	dir = t.TempDir()
+	code, _, errs = runCLI(t, "slo", "generate", "-f", spec, "--group-by=cluster", "--format=prometheusrule", "--prometheusrule.namespace=monitoring", "--bundled-rules", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "kube-convergence-webhooks.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj struct {
+		Kind     string `yaml:"kind"`
+		Metadata struct {
+			Name, Namespace string
+		} `yaml:"metadata"`
+		Spec struct {
+			Groups []struct {
+				Name string `yaml:"name"`
+			} `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &obj); err != nil {
+		t.Fatal(err)
+	}
+	if obj.Kind != "PrometheusRule" || obj.Metadata.Name != "kube-convergence-webhooks" || obj.Metadata.Namespace != "monitoring" || len(obj.Spec.Groups) == 0 {
+		t.Errorf("got %+v", obj)
+	}
+	if !strings.Contains(string(b), "sum by (cluster, webhook, type)") {
+		t.Error("the PrometheusRule is not grouped by cluster")
+	}
+
+	if code, _, errs := runCLI(t, "slo", "generate", "-f", spec, "--group-by=le", "--bundled-rules", t.TempDir()); code != 1 || !strings.Contains(errs, `group-by "le"`) {
+		t.Errorf("--group-by=le: exit %d, %q", code, errs)
 	}
 }
