@@ -483,5 +483,25 @@ func TestWebhookNearTimeoutAlert(t *testing.T) {
 		q, okQ := value(mfs, "kube_convergence_webhook_slow_ratio", map[string]string{"webhook": "quick.kce.test", "type": "validating"})
 		return okN && okQ && n == 1 && q == 0, fmt.Sprintf("near %v (%v), quick %v (%v)", n, okN, q, okQ)
 	})
+	// A Prometheus that does not scrape the API server pages from the
+	// exporter's own reading: KubeConvergenceWebhookSlow holds for near
+	// (pending; `for` is promtool's), never for quick; here, with the API
+	// server's histogram, it stays silent (NearTimeout has it).
+	own := startPrometheus(ctx, t, sandbox.PrometheusOptions{
+		Targets:   []sandbox.ScrapeTarget{{Job: "kube-convergence-exporter", Addr: addr, Extra: map[string]any{"honor_labels": true}}},
+		RuleFiles: []string{"../rules/kube-convergence-webhooks.rules.yml"},
+	})
+	if _, err := own.WaitFor(ctx, `ALERTS{alertname="KubeConvergenceWebhookSlow", webhook="near.kce.test", type="validating", alertstate="pending"}`,
+		func(v model.Vector) bool { return len(v) == 1 }, 60*time.Second); err != nil {
+		t.Errorf("no KubeConvergenceWebhookSlow for near.kce.test without API server scraping: %v", err)
+	}
+	for p, name := range map[*sandbox.Prometheus]string{own: "without", prom: "with"} {
+		if n := count(ctx, t, p, `count(ALERTS{alertname="KubeConvergenceWebhookSlow", webhook="quick.kce.test"})`); n != 0 {
+			t.Errorf("%s API server scraping: quick.kce.test has %d Slow alerts", name, n)
+		}
+	}
+	if n := count(ctx, t, prom, `count(ALERTS{alertname="KubeConvergenceWebhookSlow"})`); n != 0 {
+		t.Errorf("with API server scraping: %d Slow alerts besides NearTimeout", n)
+	}
 	documented(t, e.scrape())
 }
