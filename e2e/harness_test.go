@@ -22,8 +22,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kube-convergence/kube-convergence-exporter/collectors/all"
 	"github.com/kube-convergence/kube-convergence-exporter/internal/sandbox"
@@ -327,4 +333,87 @@ func promtool(t testing.TB) string {
 		t.Fatalf("promtool not built (run make tools): %v", err)
 	}
 	return p
+}
+
+// deployBase holds the shipped manifests (kubectl apply -k deploy/base).
+const deployBase = "../deploy/base"
+
+// readManifest decodes one single-document manifest of deploy/base into
+// obj (a typed API object).
+func readManifest(name string, obj any) error {
+	b, err := os.ReadFile(filepath.Join(deployBase, name))
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// installShippedRBAC creates the ServiceAccount, ClusterRole and
+// ClusterRoleBinding of deploy/base as they are written (kustomize only
+// adds labels), and the namespace they expect, which deploy/base leaves to
+// the user. It returns the ServiceAccount.
+func installShippedRBAC(ctx context.Context) (*corev1.ServiceAccount, error) {
+	var (
+		sa      corev1.ServiceAccount
+		role    rbacv1.ClusterRole
+		binding rbacv1.ClusterRoleBinding
+	)
+	for name, obj := range map[string]any{"serviceaccount.yaml": &sa, "clusterrole.yaml": &role, "clusterrolebinding.yaml": &binding} {
+		if err := readManifest(name, obj); err != nil {
+			return nil, err
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.Namespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", sa.Namespace, err)
+	}
+	if _, err := client.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("serviceaccount.yaml: %w", err)
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("clusterrole.yaml: %w", err)
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("clusterrolebinding.yaml: %w", err)
+	}
+	return &sa, nil
+}
+
+// writeServiceAccountKubeconfig writes to path a kubeconfig that
+// authenticates as ServiceAccount namespace/name with a TokenRequest token
+// (the kind the kubelet mounts, bound to the account) and verifies the API
+// server with the sandbox's CA.
+func writeServiceAccountKubeconfig(ctx context.Context, namespace, name, path string, ttl time.Duration) error {
+	tok, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token for %s/%s: %w", namespace, name, err)
+	}
+	cfg := rest.CopyConfig(sb.AdminConfig())
+	cfg.BearerToken, cfg.BearerTokenFile = tok.Status.Token, ""
+	return sb.WriteKubeconfig(path, cfg)
+}
+
+// manifestArgs returns the exporter container's args of
+// deploy/base/deployment.yaml without the listen and probe addresses
+// (":10329", ":10330"), which the tests replace with free loopback ports.
+func manifestArgs() ([]string, error) {
+	var d appsv1.Deployment
+	if err := readManifest("deployment.yaml", &d); err != nil {
+		return nil, err
+	}
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		return nil, fmt.Errorf("deployment.yaml: %d containers, want the exporter alone", len(d.Spec.Template.Spec.Containers))
+	}
+	var args []string
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--web.listen-address=") || strings.HasPrefix(a, "--web.probe-address=") {
+			continue
+		}
+		args = append(args, a)
+	}
+	return args, nil
 }

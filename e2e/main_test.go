@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/demo"
@@ -22,8 +24,11 @@ import (
 )
 
 var (
-	sb       *sandbox.Sandbox
-	shared   *exporterProc // one exporter for the tests that can share it
+	sb     *sandbox.Sandbox
+	shared *exporterProc // one exporter for the tests that can share it
+	// sharedSA is deploy/base's ServiceAccount, the shared exporter's
+	// identity, bound to deploy/base's ClusterRole.
+	sharedSA *corev1.ServiceAccount
 	client   kubernetes.Interface
 	exporter string // path of the built binary
 )
@@ -39,6 +44,10 @@ const (
 	readOnlyUser     = "viewer"    // may list/watch everything the exporter reads
 	noEndpointsUser  = "no-slices" // may not list endpointslices
 	noEventsUser     = "no-events" // may not list events
+	// leastPrivilegeSA is the ServiceAccount (in sharedSA's namespace) of
+	// the exporter that TestLeastPrivilege runs with admission probes and
+	// a custom resource.
+	leastPrivilegeSA = "kce-least-privilege"
 )
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
@@ -64,9 +73,17 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: build exporter:", err)
 		return 1
 	}
+	var shippedSA corev1.ServiceAccount
+	if err := readManifest("serviceaccount.yaml", &shippedSA); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	sb, err = sandbox.Start(ctx, sandbox.Options{
-		Stages:                 sandbox.StagesGeneral,
-		AuditLog:               true, // the retries test counts the pod creates a quota rejected
+		Stages:   sandbox.StagesGeneral,
+		AuditLog: true, // the retries test counts the pod creates a quota rejected
+		// Every request of the exporters' ServiceAccounts, reads included:
+		// TestLeastPrivilege compares them with their roles.
+		AuditEveryRequestOf:    []string{"system:serviceaccounts:" + shippedSA.Namespace},
 		ControllerManagerFlags: []string{"--endpointslice-updates-batch-period=" + sliceBatchPeriod.String()},
 		Users:                  []string{readOnlyUser, noEndpointsUser, noEventsUser},
 		ExtraStages:            []string{demo.StageRunningNotReady, demo.StageReadyToStartContainers},
@@ -87,7 +104,34 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: rbac:", err)
 		return 1
 	}
-	shared, err = launchExporter("--kubeconfig="+sb.Kubeconfig(""), "--stall.threshold="+stallThreshold.String())
+	// The shared exporter runs as deploy/base runs it: its ServiceAccount,
+	// bound to the shipped ClusterRole, with a TokenRequest token, and the
+	// Deployment's args. Differences: loopback listen and probe addresses
+	// instead of :10329 and :10330, a kubeconfig instead of the in-cluster
+	// config, and --stall.threshold for the stall tests.
+	if sharedSA, err = installShippedRBAC(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: deploy/base RBAC:", err)
+		return 1
+	}
+	saKubeconfig := filepath.Join(dir, "shared-exporter.kubeconfig")
+	// Longer than any run of the suite: the token is read once.
+	if err := writeServiceAccountKubeconfig(ctx, sharedSA.Namespace, sharedSA.Name, saKubeconfig, 12*time.Hour); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	sharedArgs, err := manifestArgs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	probePort, err := sandbox.FreePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	sharedArgs = append(sharedArgs, "--web.probe-address=127.0.0.1:"+strconv.Itoa(probePort),
+		"--kubeconfig="+saKubeconfig, "--stall.threshold="+stallThreshold.String())
+	shared, err = launchExporter(sharedArgs...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: exporter:", err)
 		return 1

@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"reflect"
 	"slices"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // The extra flags of each control-plane component come last on its command
@@ -39,6 +42,43 @@ func TestComponentExtraFlags(t *testing.T) {
 					t.Errorf("%s got %s's flag %s", c, other, f)
 				}
 			}
+		}
+	}
+}
+
+// The audit policy logs every request of the listed groups first (the first
+// matching rule wins), then writes, then nothing; without groups it is the
+// writes-only policy. Pure: runs with -short too.
+func TestAuditPolicy(t *testing.T) {
+	type rule struct {
+		Level      string   `yaml:"level"`
+		UserGroups []string `yaml:"userGroups"`
+		Verbs      []string `yaml:"verbs"`
+	}
+	type policy struct {
+		Kind  string `yaml:"kind"`
+		Rules []rule `yaml:"rules"`
+	}
+	for _, tc := range []struct {
+		groups []string
+		want   []rule
+	}{
+		{nil, []rule{
+			{Level: "Metadata", Verbs: []string{"create", "update", "patch", "delete", "deletecollection"}},
+			{Level: "None"},
+		}},
+		{[]string{"system:serviceaccounts:kube-convergence"}, []rule{
+			{Level: "Metadata", UserGroups: []string{"system:serviceaccounts:kube-convergence"}},
+			{Level: "Metadata", Verbs: []string{"create", "update", "patch", "delete", "deletecollection"}},
+			{Level: "None"},
+		}},
+	} {
+		var p policy
+		if err := yaml.Unmarshal([]byte(auditPolicy(tc.groups)), &p); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.groups, err, auditPolicy(tc.groups))
+		}
+		if p.Kind != "Policy" || !reflect.DeepEqual(p.Rules, tc.want) {
+			t.Errorf("%v: rules %+v, want %+v", tc.groups, p.Rules, tc.want)
 		}
 	}
 }

@@ -72,10 +72,17 @@ type Options struct {
 	APIServerFlags []string
 	// AuditLog makes the API server write a Metadata-level audit log of
 	// every write (create, update, patch, delete) to AuditLogPath, one JSON
-	// event per line; reads are not logged. Tests compare what a controller
-	// reports with what the API server answered (the pod creates a quota
-	// rejected with 403).
+	// event per line; reads are not logged (but see AuditEveryRequestOf).
+	// Tests compare what a controller reports with what the API server
+	// answered (the pod creates a quota rejected with 403).
 	AuditLog bool
+	// AuditEveryRequestOf are user groups (a ServiceAccount's is
+	// system:serviceaccounts:<namespace>) whose every request, reads and
+	// non-resource URLs (/version, /api, discovery) included, the audit
+	// log records at Metadata level, so that a test can compare what a
+	// client did with what its roles grant. Needs AuditLog. A group, not a
+	// user name: a test creates its ServiceAccounts after Start.
+	AuditEveryRequestOf []string
 	// ControllerManagerFlags are appended to kube-controller-manager's
 	// command line, e.g. "--endpointslice-updates-batch-period=2s".
 	ControllerManagerFlags []string
@@ -460,7 +467,7 @@ func (s *Sandbox) launchSpec(c Component) (launchSpec, error) {
 		}
 		if s.opts.AuditLog {
 			policy := s.path("audit-policy.yaml")
-			if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+			if err := os.WriteFile(policy, []byte(auditPolicy(s.opts.AuditEveryRequestOf)), 0o644); err != nil {
 				return spec, fmt.Errorf("writing audit policy: %w", err)
 			}
 			spec.args = append(spec.args, "--audit-policy-file="+policy, "--audit-log-path="+s.AuditLogPath(), "--audit-log-format=json",
@@ -650,15 +657,26 @@ func (s *Sandbox) Dir() string { return s.dir }
 func (s *Sandbox) LogPath(c Component) string { return s.path(string(c) + ".log") }
 
 // auditPolicy logs writes at Metadata level (who, what, the response code;
-// no bodies) and nothing else: reads (list, watch, get) are most requests.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  verbs: [create, update, patch, delete, deletecollection]
-- level: None
-`
+// no bodies) and, before that, every request of the groups in every (reads
+// too); nothing else: reads (list, watch, get) are most requests. The first
+// matching rule decides.
+func auditPolicy(every []string) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n")
+	if len(every) > 0 {
+		b.WriteString("- level: Metadata\n  userGroups: [" + strings.Join(quoted(every), ", ") + "]\n")
+	}
+	b.WriteString("- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n")
+	return b.String()
+}
+
+func quoted(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
 
 // AuditLogPath is the API server's audit log (Options.AuditLog).
 func (s *Sandbox) AuditLogPath() string { return s.path("audit.log") }
