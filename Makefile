@@ -23,7 +23,7 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/internal/sandbox'
 
 export KCE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-unit test-e2e bench bench-smoke rules-test rules-mutation soak scale cardinality demo generate lint tools chromium clean
+.PHONY: all build test test-unit test-e2e bench bench-smoke rules-test rules-mutation soak scale cardinality demo generate lint tools chromium release clean
 
 all: build
 
@@ -127,6 +127,19 @@ demo: tools build
 generate:
 	$(GO) run ./internal/gen
 
+## release: the artefacts of release VERSION (semver without a leading v:
+## make release VERSION=0.1.0) into dist/, from a clean tree: static
+## binaries for linux/amd64, linux/arm64 and darwin/arm64, their SBOMs,
+## SHA256SUMS, the multi-arch OCI image layout (dist/oci) and the packaged
+## chart (cmd/kce-release, docs/releasing.md). Not part of make test; its
+## image and chart are tested in internal/release. The VERSION above (git
+## describe) is the default of make build only: a release takes the one
+## given on the command line or in the environment.
+RELEASE_VERSION = $(if $(filter command line environment environment override override,$(origin VERSION)),$(VERSION))
+release:
+	@if [ -z '$(RELEASE_VERSION)' ]; then echo "make release: VERSION is required: make release VERSION=x.y.z (semver without a leading v; docs/releasing.md)" >&2; exit 2; fi
+	$(GO) run ./cmd/kce-release -version '$(RELEASE_VERSION)' -out dist
+
 ## lint: golangci-lint (the pinned version, installed into .bin/ when absent
 ## or another version) with .golangci.yml, whose depguard rules hold the
 ## layering of ARCHITECTURE.md.
@@ -136,4 +149,4 @@ lint:
 	$(BIN)/golangci-lint run ./...
 
 clean:
-	rm -rf $(BINARY) .cache/
+	rm -rf $(BINARY) .cache/ dist/
