@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 
 	"github.com/kube-convergence/kube-convergence-exporter/internal/release"
 )
@@ -95,12 +94,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(1, err)
 	}
 	fmt.Fprintf(stdout, "release %s (revision %s, date %s)\n", stamp.Version, stamp.Revision, stamp.Date.Format("2006-01-02T15:04:05Z"))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, a := range res.Artefacts {
 		rel, _ := filepath.Rel(repo, a.Path)
-		fmt.Fprintf(tw, "%d\t  %s\t\n", a.Size, rel)
+		fmt.Fprintf(stdout, "  %10s  %s\n", humanSize(a.Size), rel)
 	}
-	_ = tw.Flush()
 	if res.IndexDigest.Hex != "" {
 		fmt.Fprintf(stdout, "image index %s; push it with:\n  crane push %s ghcr.io/kube-convergence/kube-convergence-exporter:%s\n", res.IndexDigest, filepath.Join(*out, release.LayoutDir), stamp.Version)
 	}
@@ -142,6 +139,14 @@ func clearOut(ctx context.Context, repo, dir string) error {
 		}
 	}
 	return fmt.Errorf("-out %s is not empty and not an ignored directory of the repository (as dist/ is): give an empty or new directory", dir)
+}
+
+// humanSize is n bytes in KiB or MiB.
+func humanSize(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 func joinPlatforms(ps []release.Platform) string {

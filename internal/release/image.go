@@ -262,6 +262,8 @@ func Image(base v1.Layer, binary string, p Platform, s Stamp) (v1.Image, error) 
 		Architecture: p.Arch,
 		OS:           p.OS,
 		Created:      created,
+		// The layers' diff_ids are appended by mutate.Append below.
+		RootFS: v1.RootFS{Type: "layers"},
 		Config: v1.Config{
 			User:         ImageUser,
 			Entrypoint:   ImageEntrypoint,

@@ -187,6 +187,9 @@ func TestImageAndChartThroughARegistry(t *testing.T) {
 		if !maps.Equal(cf.Config.Labels, want) {
 			t.Errorf("labels %v, want %v", cf.Config.Labels, want)
 		}
+		if cf.RootFS.Type != "layers" || len(cf.RootFS.DiffIDs) != 2 {
+			t.Errorf("rootfs %+v, want type layers and 2 diff_ids", cf.RootFS)
+		}
 		if !cf.Created.Equal(s.Date) {
 			t.Errorf("created %s, want %s", cf.Created, s.Date)
 		}
