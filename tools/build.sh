@@ -4,7 +4,9 @@
 # component records the hash of its go.mod and go.sum.
 #
 # usage: tools/build.sh [component...]   (default: all)
-#   components: kube etcd kwok prometheus alertmanager helm flux
+#   components: kube etcd kwok prometheus alertmanager helm flux cyclonedx
+#   (cyclonedx, the SBOM generator of make release, is built only when
+#   named: make tools and make test do not need it)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +23,7 @@ declare -A provides=(
   [alertmanager]="alertmanager"
   [helm]="helm"
   [flux]="kustomize-controller"
+  [cyclonedx]="cyclonedx-gomod"
 )
 declare -A packages=(
   [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl"
@@ -30,9 +33,10 @@ declare -A packages=(
   [alertmanager]="github.com/prometheus/alertmanager/cmd/alertmanager"
   [helm]="helm.sh/helm/v4/cmd/helm"
   [flux]="github.com/fluxcd/kustomize-controller"
+  [cyclonedx]="github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod"
 )
 # Rough cold build times on 2 cores, so a newcomer knows what to expect.
-declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="4 min" [flux]="5 min")
+declare -A eta=([kube]="5 min" [etcd]="1 min" [kwok]="1 min" [prometheus]="6 min" [alertmanager]="2 min" [helm]="4 min" [flux]="5 min" [cyclonedx]="1 min")
 
 # Kubernetes binaries report their version from ldflags (without them:
 # v0.0.0-master), which clients such as kubectl and the exporter log.
