@@ -76,8 +76,8 @@ func FuzzConventionTransform(f *testing.F) {
 //   - and checkCustomObject's properties.
 func FuzzJSONPathOverride(f *testing.F) {
 	f.Fuzz(func(t *testing.T, path, value string, doc []byte) {
-		if len(path) > 4096 {
-			return
+		if len(path) > 4096 || !utf8.ValidString(path) || !utf8.ValidString(value) {
+			return // the configuration file is YAML, which is UTF-8 (config.Parse)
 		}
 		_, perr := config.ParseJSONPath(path)
 		conv, err := NewConvention(config.Resource{Conditions: []string{"Ready"}, ObservedGeneration: path,
