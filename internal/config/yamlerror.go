@@ -182,7 +182,10 @@ func yamlPrintable(r rune) bool {
 		(r >= 0xa0 && r <= 0xd7ff) || (r >= 0xe000 && r <= 0xfffd) || (r >= 0x10000 && r <= 0x10ffff)
 }
 
-// aliasLine is the line of the first alias of anchor name (*name) in doc.
+// aliasLine is the line of the first alias of anchor name (*name) in doc:
+// *name followed by what ends an alias in yaml.v3's scanner
+// (yaml_parser_scan_anchor: a blank, a line break, the end, or one of
+// ?:,]}%@` — FuzzParse found "*a:b" left without a line).
 func aliasLine(doc []byte, name string) (int, bool) {
 	for i := 0; ; {
 		j := bytes.Index(doc[i:], []byte("*"+name))
@@ -191,7 +194,8 @@ func aliasLine(doc []byte, name string) (int, bool) {
 		}
 		i += j
 		end := i + 1 + len(name)
-		if end == len(doc) || strings.ContainsRune(" \t\r\n,]}", rune(doc[end])) {
+		if rest := doc[end:]; len(rest) == 0 || strings.IndexByte(" \t\r\n\x00?:,]}%@`", rest[0]) >= 0 ||
+			bytes.HasPrefix(rest, []byte("\u0085")) || bytes.HasPrefix(rest, []byte("\u2028")) || bytes.HasPrefix(rest, []byte("\u2029")) {
 			return lineAt(doc, i), true
 		}
 		i++
