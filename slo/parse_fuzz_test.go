@@ -81,7 +81,7 @@ func checkSLOFile(t *testing.T, doc []byte) {
 // at a line of doc or none.
 func checkSLOErrors(t *testing.T, name string, doc []byte, err error) {
 	t.Helper()
-	lines := bytes.Count(doc, []byte("\n")) + 1
+	lines := yamlLines(doc)
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
@@ -99,6 +99,22 @@ func checkSLOErrors(t *testing.T, name string, doc []byte, err error) {
 			t.Errorf("error at line %d of a document of %d lines: %v", se.Line, lines, se)
 		}
 	}
+}
+
+// yamlLines is the number of lines of doc as YAML counts them: CR LF, CR,
+// LF, NEL, LS and PS each end one ("\r0" is two lines).
+func yamlLines(doc []byte) int {
+	n := 1
+	for i := 0; i < len(doc); i++ {
+		switch {
+		case doc[i] == '\r' && i+1 < len(doc) && doc[i+1] == '\n':
+		case doc[i] == '\r', doc[i] == '\n':
+			n++
+		case bytes.HasPrefix(doc[i:], []byte("\u0085")), bytes.HasPrefix(doc[i:], []byte("\u2028")), bytes.HasPrefix(doc[i:], []byte("\u2029")):
+			n++
+		}
+	}
+	return n
 }
 
 // roundTrip fails t unless d is written as a duration that reads back as d.

@@ -73,7 +73,7 @@ func checkLines(t *testing.T, doc []byte, msg string) {
 		return
 	}
 	lines := lineAt(doc, len(doc))
-	for _, part := range strings.Split(quotedValue.ReplaceAllString(msg, `""`), "; ") {
+	for _, part := range problems(quotedValue.ReplaceAllString(msg, `""`)) {
 		m := lineOfError.FindStringSubmatch(part)
 		if m == nil {
 			t.Errorf("a problem without its line: %q\nin error: %s\ndocument: %q", part, msg, doc)
@@ -83,6 +83,21 @@ func checkLines(t *testing.T, doc []byte, msg string) {
 			t.Errorf("line %d of a document of %d lines: %s\ndocument: %q", n, lines, msg, doc)
 		}
 	}
+}
+
+// problems splits msg at the "; " that joins its problems, not at one
+// inside a problem's parentheses ("(core resources have no CRD;
+// Deployments, ...)").
+func problems(msg string) []string {
+	var out []string
+	for _, p := range strings.Split(msg, "; ") {
+		if n := len(out); n > 0 && strings.Count(out[n-1], "(") > strings.Count(out[n-1], ")") {
+			out[n-1] += "; " + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 var durationType = reflect.TypeFor[Duration]()
