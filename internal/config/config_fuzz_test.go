@@ -59,8 +59,9 @@ func FuzzParse(f *testing.F) {
 }
 
 var (
-	// quotedValue is a value a message quotes (%q), which may hold "; ".
-	quotedValue = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	// quotedValue is a value a message quotes (%q, or yaml.v3's
+	// backquotes), which may hold "; ".
+	quotedValue = regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.)*\"|`[^`]*`")
 	lineOfError = regexp.MustCompile(`^line (\d+): `)
 )
 
@@ -85,19 +86,22 @@ func checkLines(t *testing.T, doc []byte, msg string) {
 	}
 }
 
-// problems splits msg at the "; " that joins its problems, not at one
-// inside a problem's parentheses ("(core resources have no CRD;
-// Deployments, ...)").
+// problemStart is where a problem starts in a message that joins several:
+// after "; ", at its line. A problem's own text may hold "; " too ("(a
+// CRD's group has at least one dot); built-in workloads are ..."), so a
+// problem without a line after the first one is not told apart from the
+// text of the one before.
+var problemStart = regexp.MustCompile(`; line \d+: `)
+
+// problems splits msg into the problems it joins.
 func problems(msg string) []string {
 	var out []string
-	for _, p := range strings.Split(msg, "; ") {
-		if n := len(out); n > 0 && strings.Count(out[n-1], "(") > strings.Count(out[n-1], ")") {
-			out[n-1] += "; " + p
-			continue
-		}
-		out = append(out, p)
+	from := 0
+	for _, m := range problemStart.FindAllStringIndex(msg, -1) {
+		out = append(out, msg[from:m[0]])
+		from = m[0] + 2
 	}
-	return out
+	return append(out, msg[from:])
 }
 
 var durationType = reflect.TypeFor[Duration]()
