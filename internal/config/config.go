@@ -189,21 +189,21 @@ func Parse(b []byte) (*Config, error) {
 	var root yaml.Node
 	nodes := yaml.NewDecoder(bytes.NewReader(b))
 	if err := nodes.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, cleanYAMLError(err)
+		return nil, cleanYAMLError(err, b, nil)
 	}
 	var second yaml.Node
 	switch err := nodes.Decode(&second); {
 	case err == nil:
 		return nil, &lineError{second.Line, "a second YAML document: the file must hold exactly one (everything after the first \"---\" separator would be ignored)"}
 	case !errors.Is(err, io.EOF):
-		return nil, cleanYAMLError(err)
+		return nil, cleanYAMLError(err, b, nil)
 	}
 
 	c := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, cleanYAMLError(err)
+		return nil, cleanYAMLError(err, b, &root)
 	}
 	if c.NamespaceLabel.Mode == "" {
 		c.NamespaceLabel.Mode = NamespaceKeep
@@ -345,7 +345,11 @@ func (e *lineError) Error() string {
 // config.Config"; users know keys, not Go types.
 var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
-func cleanYAMLError(err error) error {
+// cleanYAMLError is err as a user reads it: keys, not Go types, and a
+// line. yaml.v3 leaves the line out of some of its errors (FuzzParse found
+// them): see problemLine, which finds it in doc (and root, the node tree
+// of the first pass, when the error comes from the typed one).
+func cleanYAMLError(err error, doc []byte, root *yaml.Node) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		msgs := make([]string, 0, len(te.Errors))
@@ -354,7 +358,11 @@ func cleanYAMLError(err error) error {
 		}
 		return errors.New(strings.Join(msgs, "; "))
 	}
-	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if l, ok := problemLine(msg, doc, root); ok {
+		return &lineError{l, yamlLine.ReplaceAllString(msg, "")}
+	}
+	return errors.New(msg)
 }
 
 // itemLine is the line of key in the i-th item of the top-level list (the

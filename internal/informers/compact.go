@@ -2,6 +2,7 @@ package informers
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"hash/fnv"
 	"slices"
@@ -29,9 +30,10 @@ const (
 	// AnnotationOtherHash hashes the spec without template and replicas.
 	AnnotationOtherHash = "kube-convergence.io/other-spec-hash"
 	// AnnotationCompacted marks an object Compact has already compacted
-	// (see Compact). It costs one map entry of constant strings per cached
-	// object, tens of bytes against the 2-4 KB that compaction saves. A pod's
-	// record (Pod) needs none: its type says it.
+	// (see Compact), with this process's compactedMark as its value. It
+	// costs one map entry of shared strings per cached object, tens of
+	// bytes against the 2-4 KB that compaction saves. A pod's record (Pod)
+	// needs none: its type says it.
 	AnnotationCompacted = "kube-convergence.io/compacted"
 	// AnnotationWriteManagers names the field managers of the object's
 	// last write (newline-separated: a manager name is printable), and
@@ -44,6 +46,20 @@ const (
 	// time of the stages its controller reports.
 	AnnotationStatusWriteTime = "kube-convergence.io/status-write-time"
 )
+
+// compactedMark is the value of AnnotationCompacted on the copies this
+// process compacted: random, because the annotation can come from the
+// cluster too (whoever may write an object may set it), and an object
+// marked with a value the API could send would be passed unchanged, never
+// compacted, capped nor hashed (FuzzCompactDecoded found it with a constant
+// "true"). The API server never sees the cached copies, so it cannot echo
+// the mark; compactMeta drops an annotation of that name from the API.
+var compactedMark = "true-" + rand.Text()
+
+// markedCompacted reports whether annotations carry this process's mark.
+func markedCompacted(annotations map[string]string) bool {
+	return annotations[AnnotationCompacted] == compactedMark
+}
 
 // Annotations of the API objects that the collectors read; all others are
 // dropped (kubectl's last-applied-configuration alone is often kilobytes).
@@ -204,7 +220,7 @@ func compacted(obj any) bool {
 		// marked (compactMeta) is not a cached one.
 		return false
 	case metav1.Object:
-		return o.GetAnnotations()[AnnotationCompacted] != ""
+		return markedCompacted(o.GetAnnotations())
 	}
 	return false
 }
@@ -233,7 +249,7 @@ func compactMeta(m *metav1.ObjectMeta) {
 	if !newest.IsZero() {
 		kept[AnnotationSpecWriteTime] = newest.UTC().Format(time.RFC3339)
 	}
-	kept[AnnotationCompacted] = "true"
+	kept[AnnotationCompacted] = compactedMark
 	m.Annotations = kept
 }
 

@@ -96,7 +96,7 @@ func (f *Factory) dynamicInformer(d dynamic.Interface, scope Scope, r Resource, 
 // often hundreds of kilobytes (cert-manager's Certificate: about 40 KB).
 func compactCRD(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GetAnnotations()[AnnotationCompacted] != "" {
+	if !ok || markedCompacted(u.GetAnnotations()) {
 		return obj, nil
 	}
 	meta := metav1.ObjectMeta{Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),

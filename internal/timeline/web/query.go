@@ -83,6 +83,11 @@ func queryOf(r *http.Request, allowed []string) (url.Values, *paramError) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		if k == "" {
+			// "?=x": no name to put in the answer's parameter field,
+			// which would be left out (FuzzTimelineRequest).
+			return nil, &paramError{Parameter: "query", Message: "a pair without a name (=value)", Accepted: allowed}
+		}
 		if !slices.Contains(allowed, k) {
 			return nil, &paramError{Parameter: k, Message: "unknown parameter", Accepted: allowed}
 		}
