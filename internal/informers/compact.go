@@ -51,9 +51,10 @@ const (
 // process compacted: random, because the annotation can come from the
 // cluster too (whoever may write an object may set it), and an object
 // marked with a value the API could send would be passed unchanged, never
-// compacted, capped nor hashed (FuzzCompactDecoded found it with a constant
-// "true"). The API server never sees the cached copies, so it cannot echo
-// the mark; compactMeta drops an annotation of that name from the API.
+// compacted, capped nor hashed (it was a constant "true": the seed
+// found-compacted-annotation-from-the-api of FuzzCompactDecoded). The API
+// server never sees the cached copies, so it cannot echo the mark;
+// compactMeta drops an annotation of that name from the API.
 var compactedMark = "true-" + rand.Text()
 
 // markedCompacted reports whether annotations carry this process's mark.

@@ -260,7 +260,7 @@ func (q *querier) instant(ctx context.Context, query string, at time.Time) (mode
 	case *model.Scalar:
 		vec = model.Vector{{Value: v.Value, Timestamp: v.Timestamp}}
 	default:
-		return nil, q.fail(query, fmt.Errorf("result is a %s, want a vector", v.Type()))
+		return nil, q.fail(query, fmt.Errorf("result is %s, want a vector", resultType(v)))
 	}
 	for _, s := range vec {
 		if err := finite(s.Metric, s.Value); err != nil {
@@ -268,6 +268,17 @@ func (q *querier) instant(ctx context.Context, query string, at time.Time) (mode
 		}
 	}
 	return vec, nil
+}
+
+// resultType names the type of an answer's result for an error: an
+// answer without data ({"status":"success"}) decodes to a nil
+// model.Value, whose Type would panic (FuzzBuildFromAnswers, seed
+// found-success-without-data).
+func resultType(v model.Value) string {
+	if v == nil {
+		return "missing"
+	}
+	return "a " + v.Type().String()
 }
 
 // finite refuses NaN and ±Inf: 1 - NaN/total compares false with the
@@ -332,7 +343,7 @@ func (q *querier) steps(ctx context.Context, query string, first time.Time, n in
 		}
 		m, ok := v.(model.Matrix)
 		if !ok {
-			return nil, nil, q.fail(query, fmt.Errorf("result is a %s, want a matrix", v.Type()))
+			return nil, nil, q.fail(query, fmt.Errorf("result is %s, want a matrix", resultType(v)))
 		}
 		if len(m) > 1 {
 			return nil, nil, q.fail(query, fmt.Errorf("%d series, want one", len(m)))
