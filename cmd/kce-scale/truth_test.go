@@ -36,7 +36,15 @@ func TestTruthWriterWritesAgainWhenReadyIsTakenBack(t *testing.T) {
 		t.Fatalf("the pod never became ready=%v", want)
 	}
 	ready(true)
-	first, _, _ := w.results()
+	// The writer records its write after the API answered it: a poll can
+	// see the pod Ready before the record exists (a flake in CI, 874a583).
+	var first map[string]acceptance
+	for ctx.Err() == nil {
+		if first, _, _ = w.results(); len(first) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// The other writer: Ready back to False.
 	p, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
