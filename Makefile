@@ -84,6 +84,32 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	}
 
+# Every fuzz target as package:Func (fuzz_test.go in internal/gen checks that
+# it names each func Fuzz* of the module, and only those).
+FUZZ_TARGETS := \
+	internal/config:FuzzParse \
+	slo:FuzzParse \
+	slo:FuzzParseOpenSLO \
+	slo:FuzzDuration \
+	internal/informers:FuzzCompactEvent \
+	internal/informers:FuzzCompactPod \
+	internal/informers:FuzzCompactWorkload \
+	internal/informers:FuzzCompactNode \
+	internal/informers:FuzzCompactNamespace \
+	internal/informers:FuzzCompactService \
+	internal/informers:FuzzCompactEndpointSlice \
+	internal/informers:FuzzCustomTransform \
+	internal/informers:FuzzCompactDecoded \
+	internal/records:FuzzConventionTransform \
+	internal/records:FuzzJSONPathOverride \
+	collectors/retries:FuzzWarningCounting \
+	slo/report:FuzzBuildFromAnswers \
+	internal/timeline/web:FuzzTimelineRequest \
+	cmd/kube-convergence-exporter:FuzzExplainAnswer \
+	internal/admission:FuzzWebhookConfiguration \
+	internal/admission:FuzzMatchConditions
+FUZZTIME ?= 30s
+
 ## fuzz: every fuzz target of docs/fuzzing.md for 30 s, one after another,
 ## one worker each (-parallel=1: the 2 cores are shared); not part of make
 ## test, whose plain go test runs every target's seeds. About 14 minutes
@@ -92,27 +118,10 @@ chromium:
 ## A failing input is written to the package's testdata/fuzz/<FuzzName>/:
 ## fix the code and commit the input as a seed.
 fuzz:
-	$(GO) test -run=XXX -fuzz='^FuzzParse$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/config
-	$(GO) test -run=XXX -fuzz='^FuzzParse$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./slo
-	$(GO) test -run=XXX -fuzz='^FuzzParseOpenSLO$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./slo
-	$(GO) test -run=XXX -fuzz='^FuzzDuration$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./slo
-	$(GO) test -run=XXX -fuzz='^FuzzCompactEvent$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactPod$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactWorkload$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactNode$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactNamespace$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactService$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactEndpointSlice$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCustomTransform$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzCompactDecoded$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/informers
-	$(GO) test -run=XXX -fuzz='^FuzzConventionTransform$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/records
-	$(GO) test -run=XXX -fuzz='^FuzzJSONPathOverride$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/records
-	$(GO) test -run=XXX -fuzz='^FuzzWarningCounting$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./collectors/retries
-	$(GO) test -run=XXX -fuzz='^FuzzBuildFromAnswers$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./slo/report
-	$(GO) test -run=XXX -fuzz='^FuzzTimelineRequest$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/timeline/web
-	$(GO) test -run=XXX -fuzz='^FuzzExplainAnswer$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./cmd/kube-convergence-exporter
-	$(GO) test -run=XXX -fuzz='^FuzzWebhookConfiguration$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/admission
-	$(GO) test -run=XXX -fuzz='^FuzzMatchConditions$$' -fuzztime=30s -fuzzminimizetime=2s -parallel=1 ./internal/admission
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t#*:}; echo "fuzz $$fn ./$$pkg"; \
+	  $(GO) test -run=XXX -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s -parallel=1 ./$$pkg; \
+	done
 
 ## rules-test: promtool check rules and promtool test rules on the bundled
 ## rules (part of test-unit too; needs the promtool of make tools).

@@ -228,12 +228,15 @@ func (r *runner) once(parent context.Context) {
 	if parent.Err() != nil {
 		return // shutting down: not the API server's answer
 	}
-	res := Error
-	if sent {
+	res, reason := Outcome(err)
+	if !sent {
 		// A request that was never sent (UPDATE's read of the object
 		// failed, even by its deadline) reached no admission webhook: it
 		// is an error, with no duration to observe.
-		res = Classify(err)
+		res = Error
+		if reason == "" {
+			reason = ReasonTransport
+		}
 	}
 	switch res {
 	case Allowed, Denied:
@@ -241,7 +244,7 @@ func (r *runner) once(parent context.Context) {
 		// pull the quantiles down while the probe fails.
 		r.c.duration.WithLabelValues(r.p.Name).Observe(d.Seconds())
 	default:
-		r.c.errors.WithLabelValues(r.p.Name, Reason(err)).Inc()
+		r.c.errors.WithLabelValues(r.p.Name, reason).Inc()
 	}
 	r.c.results.WithLabelValues(r.p.Name, res).Inc()
 	switch res {

@@ -39,47 +39,17 @@ const (
 var Reasons = []string{ReasonWebhookTimeout, ReasonWebhookUnreachable, ReasonTimeout, ReasonForbidden, ReasonNotFound,
 	ReasonConflict, ReasonInvalid, ReasonServerError, ReasonTransport}
 
-// Reason says why err, classified Timeout or Error, got no answer from
-// admission.
-func Reason(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ReasonTimeout
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return ReasonTransport
-	}
-	s := status.Status()
-	switch {
-	case s.Code == http.StatusGatewayTimeout:
-		return ReasonTimeout
-	case strings.Contains(s.Message, "failed calling webhook"):
-		if strings.Contains(s.Message, "deadline exceeded") || strings.Contains(s.Message, "Timeout exceeded") {
-			return ReasonWebhookTimeout
-		}
-		return ReasonWebhookUnreachable
-	case s.Code == http.StatusForbidden:
-		return ReasonForbidden
-	case s.Code == http.StatusNotFound:
-		return ReasonNotFound
-	case s.Code == http.StatusConflict:
-		return ReasonConflict
-	case s.Code == http.StatusBadRequest || s.Code == http.StatusUnprocessableEntity:
-		return ReasonInvalid
-	case s.Code >= 500:
-		return ReasonServerError
-	}
-	return ReasonTransport
-}
-
-// Classify turns a dry-run request's outcome into a result. The API
-// server's messages (k8s.io/apiserver pkg/admission/plugin/webhook/errors
-// and validating/dispatcher.go, seen on v1.37):
+// Outcome turns a dry-run request's outcome into a result and, for a
+// Timeout or an Error, the reason it got no answer from admission ("" for
+// Allowed and Denied). The API server's messages (k8s.io/apiserver
+// pkg/admission/plugin/webhook/errors and validating/dispatcher.go, seen on
+// v1.37):
 //   - a webhook denial: `admission webhook "NAME" denied the request: …`
 //     (403 unless the webhook sets a code);
 //   - a webhook that timed out under failurePolicy Fail: 500 `Internal error
 //     occurred: failed calling webhook "NAME": failed to call webhook: Post
-//     "…?timeout=1s": context deadline exceeded`;
+//     "…?timeout=1s": context deadline exceeded`; any other failed call
+//     (refused, TLS, no endpoints) is unreachable;
 //   - a built-in admission plugin's refusal: 403 Forbidden (ResourceQuota,
 //     NamespaceLifecycle, PodSecurity); RBAC's 403 says `User "…" cannot
 //     create resource …` and is an error, not a denial;
@@ -87,35 +57,50 @@ func Reason(err error) string {
 //     binding '…' denied request`.
 //
 // The probe's own deadline and a 504 are timeouts too.
-func Classify(err error) string {
+func Outcome(err error) (result, reason string) {
 	if err == nil {
-		return Allowed
+		return Allowed, ""
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return Timeout
+		return Timeout, ReasonTimeout
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		// The probe's clients set no http.Client Timeout (the deadline is
 		// the context's, above): anything else unstructured is an error.
-		return Error
+		return Error, ReasonTransport
 	}
 	s := status.Status()
 	msg := s.Message
 	switch {
 	case strings.Contains(msg, "admission webhook \"") && strings.Contains(msg, "denied the request"):
-		return Denied
+		return Denied, ""
 	case strings.Contains(msg, "ValidatingAdmissionPolicy") && strings.Contains(msg, "denied request"):
-		return Denied
+		return Denied, ""
 	case s.Code == http.StatusGatewayTimeout:
-		return Timeout
-	case s.Code == http.StatusInternalServerError && strings.Contains(msg, "failed calling webhook") &&
-		(strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "Timeout exceeded")):
-		return Timeout
+		return Timeout, ReasonTimeout
+	case strings.Contains(msg, "failed calling webhook"):
+		if strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "Timeout exceeded") {
+			if s.Code == http.StatusInternalServerError {
+				return Timeout, ReasonWebhookTimeout
+			}
+			return Error, ReasonWebhookTimeout
+		}
+		return Error, ReasonWebhookUnreachable
 	case s.Code == http.StatusForbidden && (!strings.Contains(msg, " cannot ") || !strings.Contains(msg, "resource \"")):
-		return Denied
+		return Denied, ""
+	case s.Code == http.StatusForbidden:
+		return Error, ReasonForbidden
+	case s.Code == http.StatusNotFound:
+		return Error, ReasonNotFound
+	case s.Code == http.StatusConflict:
+		return Error, ReasonConflict
+	case s.Code == http.StatusBadRequest || s.Code == http.StatusUnprocessableEntity:
+		return Error, ReasonInvalid
+	case s.Code >= 500:
+		return Error, ReasonServerError
 	}
-	return Error
+	return Error, ReasonTransport
 }
 
 func admissionOp(op string) admissionv1.OperationType { return admissionv1.OperationType(op) }

@@ -15,7 +15,7 @@ func status(code int32, reason metav1.StatusReason, msg string) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg}}
 }
 
-func TestClassify(t *testing.T) {
+func TestOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		err          error
@@ -38,14 +38,8 @@ func TestClassify(t *testing.T) {
 		{"server error", status(500, metav1.StatusReasonInternalError, `Internal error occurred: etcdserver: request timed out`), Error, ReasonServerError},
 		{"unavailable", status(503, metav1.StatusReasonServiceUnavailable, `the server is currently unable to handle the request`), Error, ReasonServerError},
 	} {
-		if got := Classify(tc.err); got != tc.want {
-			t.Errorf("%s: Classify = %q, want %q", tc.name, got, tc.want)
-		}
-		if tc.want != Timeout && tc.want != Error {
-			continue
-		}
-		if got := Reason(tc.err); got != tc.reason {
-			t.Errorf("%s: Reason = %q, want %q", tc.name, got, tc.reason)
+		if res, reason := Outcome(tc.err); res != tc.want || reason != tc.reason {
+			t.Errorf("%s: Outcome = %q, %q, want %q, %q", tc.name, res, reason, tc.want, tc.reason)
 		}
 	}
 }

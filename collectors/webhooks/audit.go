@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -248,21 +249,33 @@ func builtinGroupsOf(r admissionv1.RuleWithOperations) []string {
 	return slices.DeleteFunc(slices.Clone(r.APIGroups), func(g string) bool { return !slices.Contains(BuiltinGroups, g) })
 }
 
+// builtinResources yields the (group, resource) pairs of a rule's builtin
+// groups, its resources without a subresource and "*" as "" (any).
+func builtinResources(r admissionv1.RuleWithOperations) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, g := range builtinGroupsOf(r) {
+			for _, res := range r.Resources {
+				name, _, _ := strings.Cut(res, "/")
+				if name == "*" {
+					name = ""
+				}
+				if !yield(g, name) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // ruleReachesBuiltin: the rule can match a builtin resource that the
 // conditions and the objectSelector let through.
 func (s scope) ruleReachesBuiltin(r admissionv1.RuleWithOperations) bool {
 	if len(r.Resources) == 0 || !s.w.SelectsObject(nil) {
 		return false
 	}
-	for _, g := range builtinGroupsOf(r) {
-		for _, res := range r.Resources {
-			name, _, _ := strings.Cut(res, "/")
-			if name == "*" {
-				name = ""
-			}
-			if s.conds.Admits(admission.Call{Group: g, Resource: name}) {
-				return true
-			}
+	for g, name := range builtinResources(r) {
+		if s.conds.Admits(admission.Call{Group: g, Resource: name}) {
+			return true
 		}
 	}
 	return false
@@ -287,21 +300,25 @@ func (s scope) inNamespace(ns string) bool {
 		if !namespacedRule(r) {
 			continue
 		}
-		for _, g := range builtinGroupsOf(r) {
-			for _, res := range r.Resources {
-				name, _, _ := strings.Cut(res, "/")
-				if name == "*" {
-					name = ""
-				} else if clusterScoped[[2]string{g, name}] {
-					continue
-				}
-				if s.conds.Admits(admission.Call{Namespace: ns, Group: g, Resource: name}) {
-					return true
-				}
+		for g, name := range builtinResources(r) {
+			if clusterScoped[[2]string{g, name}] {
+				continue
+			}
+			if s.conds.Admits(admission.Call{Namespace: ns, Group: g, Resource: name}) {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// namespaceLabels are ns's live labels; a Namespace not seen has its name
+// label (which the API server sets on every Namespace).
+func (s scope) namespaceLabels(ns string) map[string]string {
+	if l, ok := s.c.NamespaceLabels(ns); ok {
+		return l
+	}
+	return map[string]string{corev1.LabelMetadataName: ns}
 }
 
 // unscoped: called for builtin namespaced resources in every namespace.
@@ -312,10 +329,7 @@ func (s scope) unscoped() bool {
 // namespace: called for a write of a builtin namespaced resource in ns
 // (selected by its live labels; a Namespace not seen has its name label).
 func (s scope) namespace(ns string) bool {
-	l, ok := s.c.NamespaceLabels(ns)
-	if !ok {
-		l = map[string]string{corev1.LabelMetadataName: ns}
-	}
+	l := s.namespaceLabels(ns)
 	return s.w.SelectsNamespace(l) && s.inNamespace(ns)
 }
 
@@ -338,10 +352,7 @@ func (s scope) heartbeats() bool {
 		return false
 	}
 	lease := admission.Request{Operation: admissionv1.Update, Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Namespaced: true}
-	nsLabels, ok := s.c.NamespaceLabels(corev1.NamespaceNodeLease)
-	if !ok {
-		nsLabels = map[string]string{corev1.LabelMetadataName: corev1.NamespaceNodeLease}
-	}
+	nsLabels := s.namespaceLabels(corev1.NamespaceNodeLease)
 	call := kubelet
 	call.Namespace, call.Group, call.Resource, call.Kind = corev1.NamespaceNodeLease, lease.Group, lease.Resource, "Lease"
 	if s.w.Matches(lease, nsLabels, nil) && s.conds.Admits(call) {
@@ -370,10 +381,7 @@ func selectorEmpty(sel *metav1.LabelSelector) bool {
 // block the pods that would serve it.
 func (s scope) selfBlocking() bool {
 	ns := s.w.Service.Namespace
-	nsLabels, ok := s.c.NamespaceLabels(ns)
-	if !ok {
-		nsLabels = map[string]string{corev1.LabelMetadataName: ns}
-	}
+	nsLabels := s.namespaceLabels(ns)
 	var podLabels map[string]string
 	if svc, ok := s.c.Service(ns, s.w.Service.Name); ok {
 		podLabels = svc.Spec.Selector
